@@ -1,0 +1,202 @@
+"""Settings: one frozen dataclass, from keyword arguments or the ``SLICECOUNT_*`` environment."""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, replace
+from types import MappingProxyType
+from typing import Any
+from urllib.parse import urlsplit
+
+from slicecount.errors import ConfigurationError
+
+DEFAULT_REDIS_URL = "redis://localhost:6379/0"
+"""Where Redis is when nothing says otherwise."""
+DEFAULT_PRECISIONS = (1, 5, 60, 300, 3600, 18000, 86400)
+"""Slice lengths in seconds: the book's ladder, 1 s to 1 day."""
+DEFAULT_RETENTION = 120
+"""Slices kept per precision; below 128 every hash stays in Redis's compact listpack encoding."""
+DEFAULT_FLUSH_INTERVAL = 1.0
+"""Seconds between two flushes of a Recorder's buffer."""
+DEFAULT_MAX_PENDING = 100_000
+"""Buffered (series, second) entries a Recorder keeps while Redis is away before it drops."""
+DEFAULT_MAX_SERIES_PER_METRIC = 1000
+"""Distinct label sets one process records per metric name before folding into overflow."""
+DEFAULT_SOCKET_TIMEOUT = 5.0
+"""Seconds a Redis call may take before it counts as failed (the flusher retries later)."""
+
+URL_SCHEMES = ("redis", "rediss", "unix")
+"""Redis URL schemes understood today (``redis+cluster`` comes with the cluster issue)."""
+
+ENV_PREFIX = "SLICECOUNT_"
+
+
+def _int(name: str, value: object, minimum: int = 1) -> int:
+    if isinstance(value, bool):
+        raise ConfigurationError(f"{name} must be an integer, got {value!r}")
+    if isinstance(value, str):
+        try:
+            value = int(value.strip())
+        except ValueError:
+            raise ConfigurationError(f"{name} must be an integer, got {value!r}") from None
+    if not isinstance(value, int):
+        raise ConfigurationError(f"{name} must be an integer, got {value!r}")
+    if value < minimum:
+        raise ConfigurationError(f"{name} must be >= {minimum}, got {value!r}")
+    return value
+
+
+def _float(name: str, value: object) -> float:
+    try:
+        number = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise ConfigurationError(f"{name} must be a number, got {value!r}") from None
+    if isinstance(value, bool) or not math.isfinite(number) or number <= 0:
+        raise ConfigurationError(f"{name} must be a positive number, got {value!r}")
+    return number
+
+
+def parse_precisions(value: object) -> tuple[int, ...]:
+    """``"1,5,60"`` or an iterable of ints -> sorted tuple; rejects non-integers and duplicates."""
+    items: list[object]
+    if isinstance(value, str):
+        items = [part for part in value.replace(" ", "").split(",")]
+    elif isinstance(value, list | tuple):
+        items = list(value)
+    else:
+        raise ConfigurationError(f"precisions must be a list of integers, got {value!r}")
+    if not items or items == [""]:
+        raise ConfigurationError(f"precisions must not be empty, got {value!r}")
+    precisions = [_int("precision", item) for item in items]
+    seen: set[int] = set()
+    for precision in precisions:
+        if precision in seen:
+            raise ConfigurationError(f"duplicate precision {precision} in {value!r}")
+        seen.add(precision)
+    return tuple(sorted(precisions))
+
+
+def parse_retention(value: object, precisions: tuple[int, ...]) -> Mapping[int, int]:
+    """``120``, ``"120"``, ``"1=300,60=1440"`` or a mapping -> slices kept for every precision."""
+    per_precision: dict[int, int] = {}
+    default = DEFAULT_RETENTION
+    if isinstance(value, Mapping):
+        items = [
+            (_int("precision", k), _int(f"retention for precision {k}", v))
+            for k, v in value.items()
+        ]
+    elif isinstance(value, str) and "=" in value:
+        items = []
+        for part in value.replace(" ", "").split(","):
+            key, sep, kept = part.partition("=")
+            if not sep:
+                default = _int("retention", key)
+                continue
+            items.append((_int("precision", key), _int(f"retention for {key}", kept)))
+    else:
+        default = _int("retention", value)
+        items = []
+    for given, count in items:
+        if given not in precisions:
+            raise ConfigurationError(
+                f"retention given for precision {given}, which is not one of {precisions}"
+            )
+        per_precision[given] = count
+    return MappingProxyType({p: per_precision.get(p, default) for p in precisions})
+
+
+def validate_url(url: object) -> str:
+    """Return ``url`` if its scheme is one slicecount can connect with, else raise naming it."""
+    if not isinstance(url, str) or not url:
+        raise ConfigurationError(f"redis URL must be a non-empty string, got {url!r}")
+    scheme = urlsplit(url).scheme
+    if scheme not in URL_SCHEMES:
+        raise ConfigurationError(
+            f"unknown redis URL scheme {scheme!r} in {url!r}: expected one of {URL_SCHEMES}"
+        )
+    return url
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Every knob of slicecount. Values given as strings (environment, CLI) are parsed too."""
+
+    redis_url: str = DEFAULT_REDIS_URL
+    prefix: str = ""
+    precisions: tuple[int, ...] = DEFAULT_PRECISIONS
+    retention: Mapping[int, int] | int | str = DEFAULT_RETENTION
+    flush_interval: float = DEFAULT_FLUSH_INTERVAL
+    token: str | None = None
+    shards: int = 1
+    max_pending: int = DEFAULT_MAX_PENDING
+    max_series_per_metric: int = DEFAULT_MAX_SERIES_PER_METRIC
+    socket_timeout: float = DEFAULT_SOCKET_TIMEOUT
+    _retention: Mapping[int, int] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        set_ = object.__setattr__
+        set_(self, "redis_url", validate_url(self.redis_url))
+        if not isinstance(self.prefix, str):
+            raise ConfigurationError(f"prefix must be a string, got {self.prefix!r}")
+        precisions = parse_precisions(self.precisions)
+        set_(self, "precisions", precisions)
+        retention = parse_retention(self.retention, precisions)
+        set_(self, "_retention", retention)
+        values = set(retention.values())
+        set_(self, "retention", values.pop() if len(values) == 1 else retention)
+        set_(self, "flush_interval", _float("flush_interval", self.flush_interval))
+        set_(self, "socket_timeout", _float("socket_timeout", self.socket_timeout))
+        set_(self, "shards", _int("shards", self.shards))
+        set_(self, "max_pending", _int("max_pending", self.max_pending))
+        set_(
+            self, "max_series_per_metric", _int("max_series_per_metric", self.max_series_per_metric)
+        )
+        if self.token is not None and not isinstance(self.token, str):
+            raise ConfigurationError(f"token must be a string, got {type(self.token).__name__}")
+        if self.token == "":
+            set_(self, "token", None)
+
+    def retention_for(self, precision: int) -> int:
+        """Slices kept at ``precision``."""
+        try:
+            return self._retention[precision]
+        except KeyError:
+            raise ConfigurationError(
+                f"unknown precision {precision!r}: expected one of {self.precisions}"
+            ) from None
+
+    def check_precision(self, precision: object) -> int:
+        """Return ``precision`` if it is configured, else raise naming it."""
+        if isinstance(precision, bool) or not isinstance(precision, int):
+            raise ConfigurationError(f"precision must be an integer, got {precision!r}")
+        self.retention_for(precision)
+        return precision
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
+        """Settings from ``SLICECOUNT_*`` variables; keyword arguments win over the environment."""
+        env = os.environ if environ is None else environ
+        known = {f.name for f in fields(cls) if f.init}
+        unknown = set(overrides) - known
+        if unknown:
+            raise ConfigurationError(
+                f"unknown setting(s) {sorted(unknown)}; known: {sorted(known)}"
+            )
+        values: dict[str, Any] = {}
+        for name in known:
+            raw = env.get(ENV_PREFIX + name.upper())
+            if raw is not None and raw != "":
+                values[name] = raw
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        return cls(**values)
+
+    def with_changes(self, **changes: Any) -> Settings:
+        """A copy with some settings changed (validated again)."""
+        if "precisions" in changes and "retention" not in changes:
+            changes["retention"] = {
+                p: self._retention.get(p, DEFAULT_RETENTION)
+                for p in parse_precisions(changes["precisions"])
+            }
+        return replace(self, **changes)

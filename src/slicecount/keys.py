@@ -1,0 +1,98 @@
+"""The only place that formats or parses a Redis key or registry member. Pure.
+
+With prefix ``P`` and one shard (the book's layout)::
+
+    P count:<prec>:<series>   HASH  slice start -> count
+    P known:                  ZSET  member <prec>:<series>, score 0
+
+With ``shards = S > 1`` the registry splits into ``P known:{s}`` and hashes become
+``P count:{s}:<prec>:<series>``, ``s = crc32(series) % S``: each series shares one hash slot with
+its registry, so every multi-key operation stays inside one slot.
+"""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass
+from functools import lru_cache
+
+LAYOUT_CACHE_SIZE = 65_536
+"""Series whose keys are remembered between flushes (a flush writes the same series again)."""
+
+
+@dataclass(frozen=True)
+class KeySpace:
+    """Key naming for one prefix and shard count."""
+
+    prefix: str = ""
+    shards: int = 1
+
+    def shard(self, series_id: str) -> int:
+        """The shard a series lives on (always 0 with one shard)."""
+        if self.shards == 1:
+            return 0
+        return zlib.crc32(series_id.encode()) % self.shards
+
+    def known(self, shard: int = 0) -> str:
+        """The registry ZSET of one shard."""
+        if self.shards == 1:
+            return f"{self.prefix}known:"
+        return f"{self.prefix}known:{{{shard}}}"
+
+    def registries(self) -> list[str]:
+        """Every registry ZSET, one per shard."""
+        return [self.known(s) for s in range(self.shards)]
+
+    def known_for(self, series_id: str) -> str:
+        """The registry ZSET that lists ``series_id``."""
+        return self.known(self.shard(series_id))
+
+    def counter(self, precision: int, series_id: str) -> str:
+        """The HASH holding one series at one precision."""
+        if self.shards == 1:
+            return f"{self.prefix}count:{precision}:{series_id}"
+        return f"{self.prefix}count:{{{self.shard(series_id)}}}:{precision}:{series_id}"
+
+    def counter_for_member(self, shard: int, member: str) -> str:
+        """The HASH named by a registry member found in the registry of ``shard``."""
+        if self.shards == 1:
+            return f"{self.prefix}count:{member}"
+        return f"{self.prefix}count:{{{shard}}}:{member}"
+
+    def layout(
+        self, series_id: str, precisions: tuple[int, ...]
+    ) -> tuple[str, tuple[tuple[int, str, str], ...]]:
+        """The registry of a series and its (precision, member, hash key) at each precision."""
+        return _layout(self, series_id, precisions)
+
+    @staticmethod
+    def member(precision: int, series_id: str) -> str:
+        """The registry member of one series at one precision (the book's ``prec:name``)."""
+        return f"{precision}:{series_id}"
+
+    @staticmethod
+    def parse_member(member: str) -> tuple[int, str]:
+        """``"60:http.requests{...}"`` -> ``(60, "http.requests{...}")``; ValueError if bad."""
+        precision, sep, series_id = member.partition(":")
+        if not sep or not precision.isdigit() or not series_id:
+            raise ValueError(f"malformed registry member {member!r}")
+        return int(precision), series_id
+
+    @staticmethod
+    def lex_range_precision(precision: int) -> tuple[str, str]:
+        """ZRANGEBYLEX bounds of every member at ``precision`` (';' sorts right after ':')."""
+        return f"[{precision}:", f"({precision};"
+
+    @staticmethod
+    def lex_range_labelled(precision: int, name: str) -> tuple[str, str]:
+        """ZRANGEBYLEX bounds of the labelled series of ``name`` ('|' sorts right after '{')."""
+        return f"[{precision}:{name}{{", f"({precision}:{name}|"
+
+
+@lru_cache(maxsize=LAYOUT_CACHE_SIZE)
+def _layout(
+    keys: KeySpace, series_id: str, precisions: tuple[int, ...]
+) -> tuple[str, tuple[tuple[int, str, str], ...]]:
+    return keys.known_for(series_id), tuple(
+        (p, keys.member(p, series_id), keys.counter(p, series_id)) for p in precisions
+    )

@@ -1,0 +1,144 @@
+"""The asyncio twin of ``slicecount.store``: same names, no logic of its own."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import redis
+import redis.asyncio as aioredis
+
+from slicecount.config import Settings
+from slicecount.errors import StoreError
+from slicecount.operations import Batch, Operation
+from slicecount.series import Labels
+from slicecount.store import Clock, StoreBase, client_options, exec_replies, pack_transaction
+
+
+class AsyncStore(StoreBase):
+    """Counters in Redis at every configured precision (redis.asyncio client)."""
+
+    def __init__(
+        self,
+        settings: Settings | None = None,
+        *,
+        client: aioredis.Redis | None = None,
+        clock: Clock = time.time,
+    ) -> None:
+        super().__init__(settings, clock=clock)
+        self.client: aioredis.Redis = client or aioredis.Redis.from_url(
+            self.settings.redis_url, **client_options(self.settings)
+        )
+
+    @classmethod
+    def from_url(cls, url: str, *, clock: Clock = time.time, **settings: Any) -> AsyncStore:
+        """A store for ``url``; other keyword arguments are ``Settings`` fields."""
+        return cls(Settings(redis_url=url, **settings), clock=clock)
+
+    async def _execute(self, batch: Batch) -> list[Any]:
+        if batch.bulk:
+            return await self._execute_bulk(batch)
+        try:
+            async with self.client.pipeline(transaction=batch.transaction) as pipe:
+                for command in batch.commands:
+                    pipe.execute_command(*command)
+                return await pipe.execute()
+        except redis.RedisError as exc:
+            raise StoreError(f"redis at {self.settings.redis_url}: {exc}") from exc
+
+    async def _execute_bulk(self, batch: Batch) -> list[Any]:
+        """One MULTI/EXEC sent as a single packed buffer (see ``Store._execute_bulk``)."""
+        pool = self.client.connection_pool
+        try:
+            connection = await pool.get_connection()  # type: ignore[no-untyped-call]
+        except redis.RedisError as exc:
+            raise StoreError(f"redis at {self.settings.redis_url}: {exc}") from exc
+        try:
+            await connection.send_packed_command(pack_transaction(connection, batch.commands))
+            queue_errors = 0
+            for _ in range(len(batch.commands) + 1):
+                try:
+                    await connection.read_response()
+                except redis.ResponseError:
+                    queue_errors += 1
+            try:
+                replies: Any = await connection.read_response(disable_decoding=True)
+            except redis.ResponseError as exc:
+                replies = exc
+            return exec_replies(replies, queue_errors, len(batch.commands))
+        except redis.RedisError as exc:
+            await connection.disconnect()
+            raise StoreError(f"redis at {self.settings.redis_url}: {exc}") from exc
+        except BaseException:
+            await connection.disconnect()
+            raise
+        finally:
+            await pool.release(connection)
+
+    async def _run(self, operation: Operation) -> Any:
+        try:
+            batch = next(operation)
+            while True:
+                batch = operation.send(await self._execute(batch))
+        except StopIteration as done:
+            return done.value
+
+    async def incr(
+        self, name: str, n: int = 1, labels: Labels | None = None, now: float | None = None
+    ) -> None:
+        """Add ``n`` to a series at every precision now (the book's update_counter)."""
+        await self._run(self._incr_op(name, n, labels, now))
+
+    async def apply(self, batch: Mapping[str, Mapping[int, int]]) -> int:
+        """Write ``{series id: {epoch second: count}}``; return how many commands Redis refused."""
+        refused: int = await self._run(self._apply_op(batch))
+        return refused
+
+    async def get(
+        self, name: str, precision: int, labels: Labels | None = None
+    ) -> list[tuple[int, int]]:
+        """Every ``(slice start, count)`` of a series at ``precision``, oldest first."""
+        result: list[tuple[int, int]] = await self._run(self._get_op(name, precision, labels))
+        return result
+
+    async def series(self, name: str, precision: int) -> list[str]:
+        """The series ids of metric ``name`` that exist at ``precision``."""
+        result: list[str] = await self._run(self._series_op(name, precision))
+        return result
+
+    async def names(self, precision: int) -> list[str]:
+        """The metric names that have a series at ``precision``."""
+        result: list[str] = await self._run(self._names_op(precision))
+        return result
+
+    async def read(
+        self, series_ids: Sequence[str], precision: int, start: float, end: float
+    ) -> dict[str, list[int | None]]:
+        """Counts of each series for every slice from ``start`` to ``end`` (None: no field)."""
+        result: dict[str, list[int | None]] = await self._run(
+            self._read_op(series_ids, precision, start, end)
+        )
+        return result
+
+    async def delete(self, name: str, labels: Labels | None = None) -> int:
+        """Remove a metric (or one labelled series of it); return how many hashes went."""
+        result: int = await self._run(self._delete_op(name, labels))
+        return result
+
+    async def ping(self) -> bool:
+        """True when Redis answers."""
+        try:
+            return bool(await self.client.ping())
+        except redis.RedisError:
+            return False
+
+    async def close(self) -> None:
+        """Release the connection pool."""
+        await self.client.aclose()
+
+    async def __aenter__(self) -> AsyncStore:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()

@@ -1,0 +1,85 @@
+from __future__ import annotations
+
+import pytest
+
+from slicecount.config import DEFAULT_PRECISIONS, Settings
+from slicecount.errors import ConfigurationError
+
+
+def test_defaults_follow_the_book() -> None:
+    settings = Settings()
+    assert settings.precisions == DEFAULT_PRECISIONS == (1, 5, 60, 300, 3600, 18000, 86400)
+    assert all(settings.retention_for(p) == 120 for p in settings.precisions)
+    assert settings.prefix == "" and settings.shards == 1 and settings.token is None
+
+
+def test_environment_is_read_and_keywords_win() -> None:
+    env = {
+        "SLICECOUNT_REDIS_URL": "unix:///run/redis.sock",
+        "SLICECOUNT_PREFIX": "app:",
+        "SLICECOUNT_PRECISIONS": "60, 1,5",
+        "SLICECOUNT_RETENTION": "1=300,60=1440",
+        "SLICECOUNT_FLUSH_INTERVAL": "0.5",
+        "SLICECOUNT_TOKEN": "s3cret",
+        "SLICECOUNT_SHARDS": "4",
+    }
+    settings = Settings.from_env(env, prefix="other:")
+    assert settings.redis_url == "unix:///run/redis.sock"
+    assert settings.prefix == "other:"
+    assert settings.precisions == (1, 5, 60)
+    assert [settings.retention_for(p) for p in (1, 5, 60)] == [300, 120, 1440]
+    assert settings.flush_interval == 0.5
+    assert settings.token == "s3cret"
+    assert settings.shards == 4
+
+
+def test_retention_default_can_be_changed_beside_overrides() -> None:
+    settings = Settings(precisions=(1, 60), retention="200,60=10")
+    assert (settings.retention_for(1), settings.retention_for(60)) == (200, 10)
+    assert Settings(retention=50).retention == 50
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "fragment"),
+    [
+        ({"precisions": "1,5,x"}, "'x'"),
+        ({"precisions": "1,5,5"}, "duplicate precision 5"),
+        ({"precisions": (1, 2.5)}, "2.5"),
+        ({"precisions": "0,5"}, "0"),
+        ({"precisions": ""}, "must not be empty"),
+        ({"retention": 0}, "retention must be >= 1"),
+        ({"retention": "60=0"}, "retention for 60"),
+        ({"retention": {7: 10}}, "precision 7"),
+        ({"redis_url": "http://localhost:6379"}, "'http'"),
+        ({"redis_url": "redis+cluster://a:1"}, "'redis+cluster'"),
+        ({"redis_url": ""}, "''"),
+        ({"flush_interval": "soon"}, "'soon'"),
+        ({"flush_interval": -1}, "-1"),
+        ({"shards": 0}, "shards"),
+        ({"max_pending": "lots"}, "'lots'"),
+    ],
+)
+def test_bad_values_raise_value_errors_naming_them(kwargs: dict[str, object], fragment: str) -> None:
+    with pytest.raises(ValueError) as info:
+        Settings(**kwargs)  # type: ignore[arg-type]
+    assert isinstance(info.value, ConfigurationError)
+    assert fragment in str(info.value)
+
+
+def test_unknown_setting_names_are_rejected() -> None:
+    with pytest.raises(ConfigurationError, match="precision_list"):
+        Settings.from_env({}, precision_list="1")
+
+
+def test_unknown_precision_is_named() -> None:
+    with pytest.raises(ConfigurationError, match="unknown precision 7"):
+        Settings().retention_for(7)
+
+
+def test_with_changes_revalidates_and_keeps_retention() -> None:
+    settings = Settings(precisions=(1, 60), retention="1=10")
+    changed = settings.with_changes(precisions=(60, 300))
+    assert changed.precisions == (60, 300)
+    assert changed.retention_for(60) == 120
+    with pytest.raises(ConfigurationError):
+        settings.with_changes(shards="many")

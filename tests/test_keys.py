@@ -1,0 +1,53 @@
+from __future__ import annotations
+
+import pytest
+
+from slicecount.keys import KeySpace
+
+
+def test_one_shard_is_the_book_layout() -> None:
+    keys = KeySpace()
+    assert keys.counter(60, "hits") == "count:60:hits"
+    assert keys.known_for("hits") == "known:"
+    assert keys.member(60, "hits") == "60:hits"
+    assert keys.registries() == ["known:"]
+    assert keys.counter_for_member(0, "60:hits") == "count:60:hits"
+
+
+def test_prefix_and_shards_share_a_slot_per_series() -> None:
+    keys = KeySpace(prefix="app:", shards=8)
+    sid = 'http.requests{route="/"}'
+    shard = keys.shard(sid)
+    assert 0 <= shard < 8
+    assert keys.counter(5, sid) == f"app:count:{{{shard}}}:5:{sid}"
+    assert keys.known_for(sid) == f"app:known:{{{shard}}}"
+    assert keys.counter_for_member(shard, keys.member(5, sid)) == keys.counter(5, sid)
+    assert len(set(keys.registries())) == 8
+
+
+def test_members_parse_back() -> None:
+    assert KeySpace.parse_member('60:a:b{x="1:2"}') == (60, 'a:b{x="1:2"}')
+    for bad in ("x:hits", "60", "60:", ":hits"):
+        with pytest.raises(ValueError, match="malformed"):
+            KeySpace.parse_member(bad)
+
+
+def test_lex_ranges_bracket_exactly_one_metric() -> None:
+    members = sorted(
+        ["60:hits", '60:hits{a="1"}', "60:hits.total", '60:hitsz{a="1"}', '5:hits{a="1"}',
+         '60:hits{a="~"}', "600:hits"]
+    )
+    low, high = KeySpace.lex_range_labelled(60, "hits")
+    inside = [m for m in members if low[1:] <= m < high[1:]]
+    assert inside == ['60:hits{a="1"}', '60:hits{a="~"}']
+    low, high = KeySpace.lex_range_precision(60)
+    inside = [m for m in members if low[1:] <= m < high[1:]]
+    assert "600:hits" not in inside and '5:hits{a="1"}' not in inside and len(inside) == 5
+
+
+def test_layout_is_cached_and_consistent() -> None:
+    keys = KeySpace(prefix="p:")
+    registry, layout = keys.layout("s", (1, 60))
+    assert registry == "p:known:"
+    assert layout == ((1, "1:s", "p:count:1:s"), (60, "60:s", "p:count:60:s"))
+    assert keys.layout("s", (1, 60)) is keys.layout("s", (1, 60))

@@ -1,0 +1,45 @@
+"""The asyncio twin gives the same answers as the sync store on the same data."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from slicecount.config import Settings
+from slicecount.errors import StoreError
+from slicecount.store import Store
+from slicecount.store_async import AsyncStore
+
+T0 = 1_700_000_000
+
+
+def test_async_store_matches_the_sync_store(settings: Settings, store: Store) -> None:
+    async def scenario() -> None:
+        async with AsyncStore(settings, clock=lambda: T0 + 3.5) as astore:
+            assert await astore.ping()
+            await astore.incr("a", 2, {"k": "v"})
+            assert await astore.apply({'a{k="v"}': {T0: 1, T0 + 60: 5}, "b": {T0: 1}}) == 0
+            assert await astore.get("a", 1, {"k": "v"}) == store.get("a", 1, {"k": "v"})
+            assert await astore.get("a", 60, {"k": "v"}) == [(T0 - 20, 3), (T0 + 40, 5)]
+            assert await astore.series("a", 5) == store.series("a", 5) == ['a{k="v"}']
+            assert await astore.names(300) == ["a", "b"]
+            assert await astore.read(['a{k="v"}'], 60, T0 - 20, T0 + 40) == {'a{k="v"}': [3, 5]}
+            assert await astore.delete("a") == 7
+            assert store.series("a", 5) == []
+            with pytest.raises(ValueError, match="'bad name'"):
+                await astore.incr("bad name")
+
+    asyncio.run(scenario())
+
+
+def test_async_store_translates_connection_errors() -> None:
+    async def scenario() -> None:
+        async with AsyncStore.from_url("redis://127.0.0.1:1/0", socket_timeout=0.5) as astore:
+            assert not await astore.ping()
+            with pytest.raises(StoreError):
+                await astore.apply({"x": {T0: 1}})
+            with pytest.raises(StoreError):
+                await astore.series("x", 60)
+
+    asyncio.run(scenario())
