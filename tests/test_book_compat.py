@@ -9,7 +9,12 @@ from tests import book
 
 
 def test_store_reads_what_the_book_wrote(store: Store, redis_client: redis.Redis) -> None:
-    for t, n in ((1_700_000_000.2, 1), (1_700_000_000.9, 2), (1_700_000_004.5, 4), (1_700_000_061, 8)):
+    for t, n in (
+        (1_700_000_000.2, 1),
+        (1_700_000_000.9, 2),
+        (1_700_000_004.5, 4),
+        (1_700_000_061, 8),
+    ):
         book.update_counter(redis_client, "hits", n, now=t)
     assert store.get("hits", 1) == [(1_700_000_000, 3), (1_700_000_004, 4), (1_700_000_061, 8)]
     assert store.get("hits", 5) == [(1_700_000_000, 7), (1_700_000_060, 8)]
@@ -26,7 +31,9 @@ def test_book_reads_what_the_store_wrote(store: Store, redis_client: redis.Redis
     for precision in book.PRECISION:
         assert book.get_counter(redis_client, "sales", precision) == store.get("sales", precision)
     assert book.get_counter(redis_client, "sales", 1) == [
-        (1_700_000_000, 3), (1_700_000_001, 2), (1_700_000_070, 5)
+        (1_700_000_000, 3),
+        (1_700_000_001, 2),
+        (1_700_000_070, 5),
     ]
     assert book.get_counter(redis_client, "sales", 60) == [(1_699_999_980, 5), (1_700_000_040, 5)]
     known = redis_client.zrange("known:", 0, -1, withscores=True)

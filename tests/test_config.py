@@ -59,7 +59,9 @@ def test_retention_default_can_be_changed_beside_overrides() -> None:
         ({"max_pending": "lots"}, "'lots'"),
     ],
 )
-def test_bad_values_raise_value_errors_naming_them(kwargs: dict[str, object], fragment: str) -> None:
+def test_bad_values_raise_value_errors_naming_them(
+    kwargs: dict[str, object], fragment: str
+) -> None:
     with pytest.raises(ValueError) as info:
         Settings(**kwargs)  # type: ignore[arg-type]
     assert isinstance(info.value, ConfigurationError)

@@ -34,8 +34,15 @@ def test_members_parse_back() -> None:
 
 def test_lex_ranges_bracket_exactly_one_metric() -> None:
     members = sorted(
-        ["60:hits", '60:hits{a="1"}', "60:hits.total", '60:hitsz{a="1"}', '5:hits{a="1"}',
-         '60:hits{a="~"}', "600:hits"]
+        [
+            "60:hits",
+            '60:hits{a="1"}',
+            "60:hits.total",
+            '60:hitsz{a="1"}',
+            '5:hits{a="1"}',
+            '60:hits{a="~"}',
+            "600:hits",
+        ]
     )
     low, high = KeySpace.lex_range_labelled(60, "hits")
     inside = [m for m in members if low[1:] <= m < high[1:]]

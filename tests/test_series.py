@@ -10,8 +10,10 @@ from slicecount.errors import ConfigurationError
 names = st.from_regex(r"[A-Za-z_][A-Za-z0-9_.:-]{0,30}", fullmatch=True)
 label_names = st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,15}", fullmatch=True)
 tricky = st.sampled_from(['"', "\\", "\n", "{", "}", ":", ",", "=", "é", "日本", "\\n", '\\"'])
-label_values = st.lists(st.one_of(tricky, st.text(max_size=8)), max_size=12).map("".join).filter(
-    lambda v: len(v) <= series.MAX_LABEL_VALUE_LENGTH
+label_values = (
+    st.lists(st.one_of(tricky, st.text(max_size=8)), max_size=12)
+    .map("".join)
+    .filter(lambda v: len(v) <= series.MAX_LABEL_VALUE_LENGTH)
 )
 
 
@@ -66,8 +68,17 @@ def test_longest_label_value_is_accepted() -> None:
 
 @pytest.mark.parametrize(
     "bad",
-    ['m{a="1"', 'm{a=1}', 'm{a="1",}', 'm{a="1"b="2"}', 'm{a="\\x"}', 'm{a="1",a="2"}', "m{}",
-     'm{1a="x"}', 'm{a="unterminated}'],
+    [
+        'm{a="1"',
+        "m{a=1}",
+        'm{a="1",}',
+        'm{a="1"b="2"}',
+        'm{a="\\x"}',
+        'm{a="1",a="2"}',
+        "m{}",
+        'm{1a="x"}',
+        'm{a="unterminated}',
+    ],
 )
 def test_malformed_ids_do_not_parse(bad: str) -> None:
     with pytest.raises(ConfigurationError, match="malformed series id"):

@@ -4,6 +4,7 @@ import pytest
 import redis
 
 from slicecount.config import Settings
+from slicecount.embedded import EmbeddedRedis
 from slicecount.errors import StoreError
 from slicecount.store import Store
 
@@ -80,7 +81,9 @@ def test_series_and_names_discover_without_neighbours(store: Store) -> None:
     assert store.names(60) == ["hits", "hits.total", "hitsz", "other"]
 
 
-def test_names_pages_through_a_large_registry(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_names_pages_through_a_large_registry(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
     original = __import__("slicecount.operations", fromlist=["names"]).names
     monkeypatch.setattr(
         "slicecount.operations.names", lambda keys, precision: original(keys, precision, page=7)
@@ -165,7 +168,7 @@ def test_from_url_rejects_unknown_schemes() -> None:
 def test_unreachable_redis_is_a_store_error() -> None:
     with Store.from_url("redis://127.0.0.1:1/0", socket_timeout=0.5) as store:
         assert store.ping() is False
-        with pytest.raises(StoreError, match="127.0.0.1:1"):
+        with pytest.raises(StoreError, match=r"127\.0\.0\.1:1"):
             store.incr("x")
         with pytest.raises(StoreError):
             store.apply({"x": {T0: 1}})
@@ -179,3 +182,30 @@ def test_foreign_fields_do_not_break_reads(store: Store, redis_client: redis.Red
     redis_client.hset("count:60:f", str(T0 + 40), "NaN")
     assert store.get("f", 60) == [(T0 - 20, 1)]
     assert store.read(["f"], 60, T0 - 20, T0 + 40) == {"f": [1, None]}
+
+
+def test_a_transaction_redis_aborts_raises_so_it_can_be_retried(
+    store: Store, redis_client: redis.Redis
+) -> None:
+    redis_client.config_set("maxmemory", 1)  # noeviction: every write is refused with OOM
+    try:
+        with pytest.raises(StoreError, match="maxmemory"):
+            store.apply({"full": {T0: 1}})
+    finally:
+        redis_client.config_set("maxmemory", 0)
+    assert redis_client.dbsize() == 0
+    assert store.apply({"full": {T0: 1}}) == 0
+    assert store.get("full", 1) == [(T0, 1)]
+
+
+def test_a_server_gone_between_calls_is_a_store_error_then_recovers(
+    private_redis: EmbeddedRedis,
+) -> None:
+    with Store.from_url(private_redis.url, socket_timeout=1.0) as store:
+        store.apply({"x": {T0: 1}})  # leaves a pooled connection behind
+        private_redis.stop()
+        with pytest.raises(StoreError):
+            store.apply({"x": {T0: 1}})
+        private_redis.start()
+        assert store.apply({"x": {T0: 2}}) == 0
+        assert store.get("x", 1) == [(T0, 2)]

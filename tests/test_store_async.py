@@ -7,6 +7,7 @@ import asyncio
 import pytest
 
 from slicecount.config import Settings
+from slicecount.embedded import EmbeddedRedis
 from slicecount.errors import StoreError
 from slicecount.store import Store
 from slicecount.store_async import AsyncStore
@@ -41,5 +42,25 @@ def test_async_store_translates_connection_errors() -> None:
                 await astore.apply({"x": {T0: 1}})
             with pytest.raises(StoreError):
                 await astore.series("x", 60)
+
+    asyncio.run(scenario())
+
+
+def test_async_bulk_write_survives_a_restart_and_reports_aborts(
+    private_redis: EmbeddedRedis,
+) -> None:
+    async def scenario() -> None:
+        async with AsyncStore.from_url(private_redis.url, socket_timeout=1.0) as astore:
+            assert await astore.apply({"x": {T0: 1}}) == 0
+            private_redis.stop()
+            with pytest.raises(StoreError):
+                await astore.apply({"x": {T0: 1}})
+            private_redis.start()
+            await astore.client.config_set("maxmemory", 1)
+            with pytest.raises(StoreError, match="maxmemory"):
+                await astore.apply({"x": {T0: 1}})
+            await astore.client.config_set("maxmemory", 0)
+            assert await astore.apply({"x": {T0: 5}}) == 0
+            assert await astore.get("x", 1) == [(T0, 5)]
 
     asyncio.run(scenario())

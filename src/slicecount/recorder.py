@@ -88,35 +88,42 @@ class Recorder:
     ) -> None:
         """Count ``n`` events of a series at ``now`` (default: the clock). Never raises."""
         try:
-            key: Hashable = (name, tuple(labels.items())) if labels else name
-            series_id = self._ids.get(key)
+            series_id = self._ids.get((name, tuple(labels.items())) if labels else name)
             if series_id is None:
-                series_id = self._admit(name, labels, key)
+                series_id = self._admit(name, labels)
             if n.__class__ is not int:
                 raise ValueError(f"count must be an integer, got {n!r}")
-            second = int(self._clock() if now is None else now)
-            if second < 0:
-                raise ValueError(f"time must be an epoch second, got {now!r}")
-            with self._lock:
+            second = int(self._clock()) if now is None else int(now)
+            # acquire/release is measurably cheaper than ``with`` on this path (~1.5M vs 1.2M/s)
+            lock = self._lock
+            lock.acquire()
+            try:
                 bucket = self._pending.get(second)
-                if bucket is None:
-                    bucket = self._pending[second] = {}
-                count = bucket.get(series_id)
+                count = None if bucket is None else bucket.get(series_id)
                 if count is None:
-                    bucket[series_id] = n
-                    self._size += 1
-                    if self._size > self.max_pending:
-                        self._drop_oldest()
+                    self._new_entry(second, series_id, n)
                 else:
-                    bucket[series_id] = count + n
+                    bucket[series_id] = count + n  # type: ignore[index]
+            finally:
+                lock.release()
             if self._thread is None:
                 self._start()
         except Exception as exc:  # a counting bug must never reach the caller's request
             self._reject(name, n, exc)
 
-    def _admit(self, name: str, labels: Labels | None, key: Hashable) -> str:
+    def _new_entry(self, second: int, series_id: str, n: int) -> None:
+        """First count of a (second, series) pair: check it and apply the buffer bound."""
+        if second < 0:
+            raise ValueError(f"time must be an epoch second, got {second!r}")
+        self._pending.setdefault(second, {})[series_id] = n
+        self._size += 1
+        if self._size > self.max_pending:
+            self._drop_oldest()
+
+    def _admit(self, name: str, labels: Labels | None) -> str:
         """Validate a new (name, labels) pair and apply the per-metric cardinality guard."""
         series_id = encode(name, labels)
+        key: Hashable = (name, tuple(labels.items())) if labels else name
         with self._lock:
             admitted = self._admitted.setdefault(name, set())
             if series_id not in admitted:
@@ -187,23 +194,23 @@ class Recorder:
                 pending, self._pending, self._size = self._pending, {}, 0
                 dropped, self._dropped = self._dropped, 0
                 rejected, self._rejected = self._rejected, 0
-            if dropped or rejected:
-                second = int(self._clock())
-                bucket = pending.setdefault(second, {})
-                for series_id, count in ((DROPPED_METRIC, dropped), (REJECTED_METRIC, rejected)):
-                    if count:
-                        bucket[series_id] = bucket.get(series_id, 0) + count
-                self._dropped_total += dropped
-            if not pending:
-                return True
             batch: dict[str, dict[int, int]] = {}
             for second, bucket in pending.items():
                 for series_id, count in bucket.items():
                     batch.setdefault(series_id, {})[second] = count
+            # The loss counters travel outside the bounded buffer, so reporting a loss never
+            # causes another one.
+            second = int(self._clock())
+            for series_id, count in ((DROPPED_METRIC, dropped), (REJECTED_METRIC, rejected)):
+                if count:
+                    seconds = batch.setdefault(series_id, {})
+                    seconds[second] = seconds.get(second, 0) + count
+            if not batch:
+                return True
             try:
                 refused = self.store.apply(batch)
             except StoreError as exc:
-                self._merge_back(pending)
+                self._merge_back(pending, dropped, rejected)
                 if not self._failing:
                     self._failing = True
                     logger.warning("slicecount cannot write to redis, buffering: %s", exc)
@@ -211,6 +218,7 @@ class Recorder:
             except Exception:
                 logger.exception("slicecount failed to write a batch; its counts are dropped")
                 return True
+            self._dropped_total += dropped
             if self._failing:
                 self._failing = False
                 logger.warning("slicecount writes to redis again")
@@ -218,9 +226,11 @@ class Recorder:
                 logger.error("redis refused %d commands of a batch (wrong key types?)", refused)
             return True
 
-    def _merge_back(self, failed: Pending) -> None:
+    def _merge_back(self, failed: Pending, dropped: int, rejected: int) -> None:
         """Put a batch that could not be written back in front of what arrived meanwhile."""
         with self._lock:
+            self._dropped += dropped
+            self._rejected += rejected
             for second, bucket in self._pending.items():
                 target = failed.setdefault(second, {})
                 for series_id, count in bucket.items():

@@ -50,12 +50,16 @@ def pack_transaction(connection: Any, commands: Sequence[Command]) -> list[bytes
     return [b"".join([_hiredis_pack(command) for command in framed])]
 
 
-def exec_replies(replies: object, queue_errors: int, count: int) -> list[Any]:
-    """EXEC's array (errors as exception objects), or ``count`` errors if EXEC was refused."""
-    if isinstance(replies, list) and not queue_errors:
+def exec_replies(replies: object, refusals: Sequence[Exception]) -> list[Any]:
+    """EXEC's array, whose refused commands are exception objects (the others were applied).
+
+    A transaction that Redis aborted as a whole (EXECABORT after a queue-time refusal such as
+    OOM under ``maxmemory``) wrote nothing, so it raises ``StoreError`` and may be retried.
+    """
+    if isinstance(replies, list) and not refusals:
         return replies
-    error = replies if isinstance(replies, Exception) else redis.ResponseError("EXECABORT")
-    return [error] * count
+    cause = refusals[0] if refusals else replies
+    raise StoreError(f"redis refused the whole transaction: {cause}")
 
 
 def check_count(n: object) -> int:
@@ -171,17 +175,19 @@ class Store(StoreBase):
             connection.send_packed_command(  # type: ignore[no-untyped-call]
                 pack_transaction(connection, batch.commands)
             )
-            queue_errors = 0
+            refusals: list[redis.ResponseError] = []
             for _ in range(len(batch.commands) + 1):  # MULTI's OK, then one QUEUED each
                 try:
                     connection.read_response()
-                except redis.ResponseError:
-                    queue_errors += 1
+                except redis.ResponseError as refusal:
+                    refusals.append(refusal)
             try:
                 replies = connection.read_response(disable_decoding=True)
             except redis.ResponseError as exc:
                 replies = exc
-            return exec_replies(replies, queue_errors, len(batch.commands))
+            return exec_replies(replies, refusals)
+        except StoreError:
+            raise
         except redis.RedisError as exc:
             connection.disconnect()  # type: ignore[no-untyped-call]  # half-read replies must not reach the next user
             raise StoreError(f"redis at {self.settings.redis_url}: {exc}") from exc

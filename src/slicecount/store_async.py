@@ -56,17 +56,19 @@ class AsyncStore(StoreBase):
             raise StoreError(f"redis at {self.settings.redis_url}: {exc}") from exc
         try:
             await connection.send_packed_command(pack_transaction(connection, batch.commands))
-            queue_errors = 0
+            refusals: list[redis.ResponseError] = []
             for _ in range(len(batch.commands) + 1):
                 try:
                     await connection.read_response()
-                except redis.ResponseError:
-                    queue_errors += 1
+                except redis.ResponseError as refusal:
+                    refusals.append(refusal)
             try:
                 replies: Any = await connection.read_response(disable_decoding=True)
             except redis.ResponseError as exc:
                 replies = exc
-            return exec_replies(replies, queue_errors, len(batch.commands))
+            return exec_replies(replies, refusals)
+        except StoreError:
+            raise
         except redis.RedisError as exc:
             await connection.disconnect()
             raise StoreError(f"redis at {self.settings.redis_url}: {exc}") from exc

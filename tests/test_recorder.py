@@ -1,0 +1,255 @@
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+
+import pytest
+import redis
+
+from slicecount.config import Settings
+from slicecount.embedded import EmbeddedRedis
+from slicecount.recorder import DROPPED_METRIC, REJECTED_METRIC, Recorder
+from slicecount.store import Store
+
+T0 = 1_700_000_000
+
+
+def wait_for(condition: Callable[[], bool], timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not met in time")
+        time.sleep(0.02)
+
+
+def total(store: Store, name: str, labels: dict[str, str] | None = None) -> int:
+    return sum(n for _, n in store.get(name, 86400, labels))
+
+
+def test_eight_threads_are_counted_exactly_at_every_precision(store: Store) -> None:
+    threads, per_thread, span = 8, 50_000, 30
+    recorder = Recorder(store, flush_interval=0.05)  # flushes race with the adds
+
+    def work(k: int) -> None:
+        for i in range(per_thread):
+            # spread over 30 s of injected time, fractional seconds included
+            recorder.add("load", 1, {"thread": k % 2}, now=T0 + (i * 7 + k) % span + (i % 10) / 10)
+
+    workers = [threading.Thread(target=work, args=(k,)) for k in range(threads)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    assert recorder.flush()
+    recorder.close()
+
+    expected_seconds: Counter[int] = Counter()
+    for k in range(threads):
+        for i in range(per_thread):
+            expected_seconds[T0 + (i * 7 + k) % span] += 1
+    for precision in store.settings.precisions:
+        expected: Counter[int] = Counter()
+        for second, n in expected_seconds.items():
+            expected[second - second % precision] += n
+        got: Counter[int] = Counter()
+        for labels in ({"thread": "0"}, {"thread": "1"}):
+            got.update(dict(store.get("load", precision, labels)))
+        assert sum(got.values()) == threads * per_thread, precision
+        assert got == expected, precision
+
+
+def test_background_flush_needs_no_explicit_call(store: Store) -> None:
+    recorder = Recorder(store, flush_interval=0.05)
+    recorder.add("bg", 3, now=T0)
+    wait_for(lambda: store.get("bg", 60) == [(T0 - 20, 3)])
+    assert recorder.pending == 0
+    recorder.close()
+
+
+def test_counts_follow_the_injected_clock(store: Store) -> None:
+    now = [T0 + 0.5]
+    recorder = Recorder(store, clock=lambda: now[0])
+    recorder.add("c")
+    now[0] = T0 + 61.2
+    recorder.add("c", 2)
+    recorder.close()
+    assert store.get("c", 1) == [(T0, 1), (T0 + 61, 2)]
+
+
+def test_outage_buffers_and_delivers_exactly(private_redis: EmbeddedRedis) -> None:
+    settings = Settings(redis_url=private_redis.url, socket_timeout=1.0)
+    store = Store(settings)
+    recorder = Recorder(store, flush_interval=0.05, max_backoff=0.2)
+    recorder.add("o", 1, now=T0)
+    wait_for(lambda: recorder.pending == 0)
+
+    private_redis.stop()
+    slowest = 0.0
+    for i in range(5000):
+        started = time.perf_counter()
+        recorder.add("o", 1, {"i": i % 5}, now=T0 + 1 + i % 10)
+        slowest = max(slowest, time.perf_counter() - started)
+    assert recorder.flush() is False  # Redis is down: the batch goes back into the buffer
+    for _ in range(1000):
+        recorder.add("o", 2, {"i": 0}, now=T0 + 1)
+    # No add waited for the network: a connect attempt alone would be a socket timeout (1 s).
+    assert slowest < 0.25
+    assert recorder.pending == 10  # (i % 5, second) pairs: i % 10 decides both
+
+    private_redis.start()
+    wait_for(lambda: recorder.pending == 0)
+    recorder.close()
+    assert sum(total(store, "o", {"i": str(i)}) for i in range(5)) == 5000 + 2000
+    assert total(store, "o", {"i": "0"}) == 1000 + 2000
+    assert store.get("o", 1, {"i": "3"}) == [(T0 + 4, 500), (T0 + 9, 500)]
+    assert store.get(DROPPED_METRIC, 60) == []
+    store.close()
+
+
+def test_past_max_pending_the_oldest_are_dropped_and_reported(
+    private_redis: EmbeddedRedis, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = Store(Settings(redis_url=private_redis.url, socket_timeout=1.0))
+    recorder = Recorder(store, flush_interval=3600, max_pending=100)
+    private_redis.stop()
+    for second in range(150):
+        recorder.add("b", second + 1, now=T0 + second)
+    assert recorder.pending == 100
+    with caplog.at_level(logging.WARNING, logger="slicecount"):
+        assert recorder.flush() is False
+    assert "cannot write to redis" in caplog.text
+    recorder.add("b", 1000, now=T0 + 150)  # one more: the failed batch went back, still bounded
+    assert recorder.pending == 100
+
+    private_redis.start()
+    assert recorder.flush()
+    kept = dict(store.get("b", 1))
+    assert sorted(kept) == [T0 + s for s in range(51, 151)]
+    assert kept[T0 + 150] == 1000 and kept[T0 + 51] == 52
+    dropped_events = sum(range(1, 52))  # the 51 oldest seconds carried 1 + 2 + ... + 51
+    assert total(store, DROPPED_METRIC) == dropped_events == recorder.dropped
+    recorder.close()
+    store.close()
+
+
+def test_cardinality_guard_folds_new_label_sets_into_overflow(
+    store: Store, redis_client: redis.Redis, caplog: pytest.LogCaptureFixture
+) -> None:
+    recorder = Recorder(store)
+    with caplog.at_level(logging.WARNING, logger="slicecount"):
+        for i in range(5000):
+            recorder.add("user.hits", 1, {"user": f"u{i}"}, now=T0)
+        for i in range(10):  # admitted label sets keep their own series
+            recorder.add("user.hits", 1, {"user": f"u{i}"}, now=T0)
+    recorder.close()
+    series = store.series("user.hits", 60)
+    assert len(series) == 1001
+    assert total(store, "user.hits", {"overflow": "true"}) == 4000
+    assert total(store, "user.hits", {"user": "u0"}) == 2
+    assert redis_client.zcard("known:") == 7 * 1001
+    assert caplog.text.count("reached 1000 label sets") == 1
+
+
+def test_bad_events_never_raise_and_are_counted(
+    store: Store, caplog: pytest.LogCaptureFixture
+) -> None:
+    recorder = Recorder(store)
+    with caplog.at_level(logging.WARNING, logger="slicecount"):
+        recorder.add("bad name")
+        recorder.add("bad name")
+        recorder.add("ok", 1, {"bad-label": "x"})
+        recorder.add("ok", 1.5)  # type: ignore[arg-type]
+        recorder.add("ok", 1, {"k": ["unhashable"]})  # type: ignore[dict-item]
+        recorder.add("ok", 1, now=-3)
+        recorder.add("ok", 4, now=T0)
+    recorder.close()
+    assert total(store, "ok") == 4
+    assert total(store, REJECTED_METRIC) == 6
+    assert caplog.text.count("'bad name'") == 1
+    assert "'bad-label'" in caplog.text
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")  # 3.12+ warns on fork with threads
+def test_a_forked_child_flushes_only_its_own_counts(store: Store) -> None:
+    recorder = Recorder(store, flush_interval=3600)
+    recorder.add("forked", 10, now=T0)
+    assert recorder.pending == 1
+    pid = os.fork()
+    if pid == 0:  # child: inherits the parent's unflushed buffer in memory, must not write it
+        code = 1
+        try:
+            code = 0 if recorder.pending == 0 else 2
+            recorder.add("forked", 5, now=T0)
+            code = code or (0 if recorder.flush() else 3)
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert total(store, "forked") == 5
+    assert recorder.pending == 1
+    recorder.close()
+    assert total(store, "forked") == 15
+    for precision in store.settings.precisions:
+        assert sum(n for _, n in store.get("forked", precision)) == 15
+
+
+def test_buffer_is_flushed_at_interpreter_exit(store: Store, settings: Settings) -> None:
+    # A process that records and exits without close(): atexit writes the buffer; a forked
+    # child that records starts its own flusher lazily and flushes at its own exit too.
+    script = f"""
+import os, sys
+from slicecount import Recorder, Store
+recorder = Recorder(Store.from_url({settings.redis_url!r}), flush_interval=3600)
+recorder.add("atexit", 7, now={T0})
+pid = os.fork()
+if pid == 0:
+    recorder.add("atexit", 100, now={T0})
+    sys.exit(0)
+os.waitpid(pid, 0)
+"""
+    subprocess.run([sys.executable, "-W", "ignore", "-c", script], check=True, timeout=60)
+    assert total(store, "atexit") == 107
+
+
+def test_close_stops_the_flusher_and_context_manager_closes(store: Store) -> None:
+    with Recorder(store, flush_interval=0.05) as recorder:
+        recorder.add("cm", now=T0)
+        thread = recorder._thread
+        assert thread is not None and thread.is_alive()
+    assert not thread.is_alive()
+    assert total(store, "cm") == 1
+
+
+def test_close_gives_up_after_its_timeout(
+    private_redis: EmbeddedRedis, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = Store(Settings(redis_url=private_redis.url, socket_timeout=0.5))
+    recorder = Recorder(store, flush_interval=3600)
+    private_redis.stop()
+    recorder.add("lost", 3, now=T0)
+    with caplog.at_level(logging.ERROR, logger="slicecount"):
+        assert recorder.close(timeout=0.3) is False
+    assert "could not write 3 buffered events" in caplog.text
+    store.close()
+
+
+def test_a_full_redis_keeps_counts_buffered_until_it_has_room(
+    store: Store, redis_client: redis.Redis
+) -> None:
+    recorder = Recorder(store, flush_interval=3600)
+    recorder.add("oom", 2, now=T0)
+    redis_client.config_set("maxmemory", 1)
+    try:
+        assert recorder.flush() is False
+        assert recorder.pending == 1
+    finally:
+        redis_client.config_set("maxmemory", 0)
+    assert recorder.flush()
+    assert store.get("oom", 1) == [(T0, 2)]
+    recorder.close()
