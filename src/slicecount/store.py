@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import redis
 from redis.backoff import NoBackoff
@@ -27,6 +27,7 @@ from slicecount.operations import Batch, Command, Operation
 from slicecount.series import Labels, encode, validate_name
 
 Clock = Callable[[], float]
+_S = TypeVar("_S", bound="StoreBase")
 
 
 def client_options(settings: Settings) -> dict[str, Any]:
@@ -90,6 +91,11 @@ class StoreBase:
         self.keys = KeySpace(self.settings.prefix, self.settings.shards)
         self.clock = clock
 
+    @classmethod
+    def from_url(cls: type[_S], url: str, *, clock: Clock = time.time, **settings: Any) -> _S:
+        """A store for ``url``; other keyword arguments are ``Settings`` fields."""
+        return cls(Settings(redis_url=url, **settings), clock=clock)
+
     def _incr_op(self, name: str, n: int, labels: Labels | None, now: float | None) -> Operation:
         series_id = encode(name, labels)
         when = self.clock() if now is None else now
@@ -146,11 +152,6 @@ class Store(StoreBase):
         self.client: redis.Redis = client or redis.Redis.from_url(
             self.settings.redis_url, **client_options(self.settings)
         )
-
-    @classmethod
-    def from_url(cls, url: str, *, clock: Clock = time.time, **settings: Any) -> Store:
-        """A store for ``url``; other keyword arguments are ``Settings`` fields."""
-        return cls(Settings(redis_url=url, **settings), clock=clock)
 
     def _execute(self, batch: Batch) -> list[Any]:
         if batch.bulk:

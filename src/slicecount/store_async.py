@@ -31,11 +31,6 @@ class AsyncStore(StoreBase):
             self.settings.redis_url, **client_options(self.settings)
         )
 
-    @classmethod
-    def from_url(cls, url: str, *, clock: Clock = time.time, **settings: Any) -> AsyncStore:
-        """A store for ``url``; other keyword arguments are ``Settings`` fields."""
-        return cls(Settings(redis_url=url, **settings), clock=clock)
-
     async def _execute(self, batch: Batch) -> list[Any]:
         if batch.bulk:
             return await self._execute_bulk(batch)
