@@ -10,8 +10,8 @@ demo: $(STAMP)
 	$(BIN)/slicecount demo
 
 test: $(STAMP)
-	$(BIN)/ruff check src tests benchmarks
-	$(BIN)/ruff format --check src tests benchmarks
+	$(BIN)/ruff check src tests benchmarks examples
+	$(BIN)/ruff format --check src tests benchmarks examples
 	$(BIN)/mypy
 	$(BIN)/coverage run -m pytest
 	$(BIN)/coverage report

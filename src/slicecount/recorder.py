@@ -17,10 +17,10 @@ import random
 import threading
 import time
 import weakref
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Mapping, Sequence
 
 from slicecount.errors import StoreError
-from slicecount.series import Labels, encode
+from slicecount.series import Labels, LabelValue, encode
 from slicecount.store import Store
 
 logger = logging.getLogger("slicecount")
@@ -91,6 +91,14 @@ class Recorder:
             series_id = self._ids.get((name, tuple(labels.items())) if labels else name)
             if series_id is None:
                 series_id = self._admit(name, labels)
+        except Exception as exc:  # a counting bug must never reach the caller's request
+            self._reject(name, n, exc)
+            return
+        self.add_id(series_id, n, now)
+
+    def add_id(self, series_id: str, n: int = 1, now: float | None = None) -> None:
+        """Count ``n`` events of an id obtained from ``series_id()``. Never raises."""
+        try:
             if n.__class__ is not int:
                 raise ValueError(f"count must be an integer, got {n!r}")
             second = int(self._clock()) if now is None else int(now)
@@ -108,8 +116,39 @@ class Recorder:
                 lock.release()
             if self._thread is None:
                 self._start()
-        except Exception as exc:  # a counting bug must never reach the caller's request
-            self._reject(name, n, exc)
+        except Exception as exc:
+            self._reject(series_id, n, exc)
+
+    def add_many(self, entries: Sequence[tuple[str, int]], now: float | None = None) -> None:
+        """Count several (series id, n) pairs at one instant under one lock. Never raises."""
+        try:
+            for series_id, n in entries:
+                if n.__class__ is not int:
+                    raise ValueError(f"count for {series_id!r} must be an integer, got {n!r}")
+            second = int(self._clock()) if now is None else int(now)
+            lock = self._lock
+            lock.acquire()
+            try:
+                pending = self._pending
+                for series_id, n in entries:
+                    bucket = pending.get(second)
+                    count = None if bucket is None else bucket.get(series_id)
+                    if count is None:
+                        self._new_entry(second, series_id, n)
+                    else:
+                        bucket[series_id] = count + n  # type: ignore[index]
+            finally:
+                lock.release()
+            if self._thread is None:
+                self._start()
+        except Exception as exc:
+            self._reject("add_many", len(entries), exc)
+
+    def series_id(self, name: str, labels: Labels | None = None) -> str:
+        """The id ``add_id()`` counts into: validated (ValueError naming the bad value) and
+        folded into the overflow series past ``max_series_per_metric`` label sets."""
+        series_id = self._ids.get((name, tuple(labels.items())) if labels else name)
+        return series_id if series_id is not None else self._admit(name, labels)
 
     def _new_entry(self, second: int, series_id: str, n: int) -> None:
         """First count of a (second, series) pair: check it and apply the buffer bound."""
@@ -121,12 +160,17 @@ class Recorder:
             self._drop_oldest()
 
     def _admit(self, name: str, labels: Labels | None) -> str:
-        """Validate a new (name, labels) pair and apply the per-metric cardinality guard."""
+        """Validate a new (name, labels) pair and apply the per-metric cardinality guard.
+
+        The guard counts label sets without ``le``, so a histogram's buckets count once.
+        """
         series_id = encode(name, labels)
         key: Hashable = (name, tuple(labels.items())) if labels else name
+        le = labels.get("le") if labels else None
+        guard_id = series_id if le is None else encode(name, _without_le(labels))
         with self._lock:
             admitted = self._admitted.setdefault(name, set())
-            if series_id not in admitted:
+            if guard_id not in admitted:
                 if len(admitted) >= self.max_series_per_metric:
                     # Not cached: a raw id in a label must not grow this process's memory either.
                     self._warn_once(
@@ -137,8 +181,9 @@ class Recorder:
                         self.max_series_per_metric,
                         name,
                     )
-                    return encode(name, OVERFLOW_LABELS)
-                admitted.add(series_id)
+                    overflow = OVERFLOW_LABELS if le is None else {**OVERFLOW_LABELS, "le": le}
+                    return encode(name, overflow)
+                admitted.add(guard_id)
             self._ids[key] = series_id
         return series_id
 
@@ -284,7 +329,21 @@ class Recorder:
         self.close()
 
 
+def _without_le(labels: Labels | None) -> Mapping[str, LabelValue]:
+    return {k: v for k, v in (labels or {}).items() if k != "le"}
+
+
 _live: weakref.WeakSet[Recorder] = weakref.WeakSet()
+
+
+def live_recorders() -> list[Recorder]:
+    """Every Recorder of this process that is still referenced."""
+    return list(_live)
+
+
+def close_all(timeout: float = CLOSE_TIMEOUT) -> bool:
+    """Flush and stop every Recorder of this process (gunicorn ``worker_exit``, shutdown hooks)."""
+    return all([recorder.close(timeout) for recorder in list(_live)])
 
 
 def _reset_after_fork() -> None:

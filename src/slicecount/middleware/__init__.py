@@ -1,0 +1,1 @@
+"""Framework shells (WSGI, ASGI, Flask, Starlette, SQLAlchemy) around one pure core."""

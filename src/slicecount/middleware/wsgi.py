@@ -1,0 +1,137 @@
+"""WSGI middleware: counts every request of any WSGI app (Flask, Django, Falcon, ...).
+
+The duration covers the whole body iteration up to ``close()``; the status comes from
+``start_response``. An app that raises is counted as 500 and the exception propagates
+unchanged; a client that goes away is counted when the server closes the body.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from types import TracebackType
+from typing import Any
+
+from slicecount.config import Settings
+from slicecount.histogram import DEFAULT_COUNT_BUCKETS, DEFAULT_DURATION_BUCKETS
+from slicecount.middleware._core import InFlight, RequestMetrics
+from slicecount.recorder import Recorder
+from slicecount.series import LabelValue
+
+Environ = dict[str, Any]
+ExcInfo = tuple[type[BaseException], BaseException, TracebackType | None]
+StartResponse = Callable[..., Callable[[bytes], object]]
+WSGIApp = Callable[[Environ, StartResponse], Iterable[bytes]]
+RouteResolver = Callable[[Environ], "str | None"]
+
+ROUTE_KEY = "slicecount.route"
+"""Environ key where a framework integration leaves the matched route template."""
+
+
+def environ_route(environ: Environ) -> str | None:
+    """The default resolver: the template a framework integration put in the environ."""
+    route = environ.get(ROUTE_KEY)
+    return route if isinstance(route, str) else None
+
+
+class SliceCountMiddleware:
+    """``app.wsgi_app = SliceCountMiddleware(app.wsgi_app)``; see ``slicecount.middleware.flask``
+    for route templates in Flask."""
+
+    def __init__(
+        self,
+        app: WSGIApp,
+        *,
+        recorder: Recorder | None = None,
+        settings: Settings | None = None,
+        exclude_paths: Iterable[str] = (),
+        labels: Mapping[str, LabelValue] | None = None,
+        buckets: Iterable[float] = DEFAULT_DURATION_BUCKETS,
+        query_buckets: Iterable[float] = DEFAULT_COUNT_BUCKETS,
+        route_resolver: RouteResolver = environ_route,
+    ) -> None:
+        self.app = app
+        self.metrics = RequestMetrics(
+            recorder,
+            settings,
+            buckets=buckets,
+            query_buckets=query_buckets,
+            labels=labels,
+            exclude_paths=exclude_paths,
+        )
+        self.route_resolver = route_resolver
+
+    def __call__(self, environ: Environ, start_response: StartResponse) -> Iterable[bytes]:
+        if self.metrics.excluded(environ.get("PATH_INFO", "")):
+            return self.app(environ, start_response)
+        request = _Request(self, environ, start_response)
+        try:
+            body = self.app(environ, request.start_response)
+        except BaseException:
+            request.finish(error=True)
+            raise
+        return _TimedBody(body, request)
+
+
+class _Request:
+    """One request's status and timing, shared by start_response and the body wrapper."""
+
+    __slots__ = ("environ", "inflight", "middleware", "status", "upstream")
+
+    def __init__(
+        self, middleware: SliceCountMiddleware, environ: Environ, upstream: StartResponse
+    ) -> None:
+        self.middleware = middleware
+        self.environ = environ
+        self.upstream = upstream
+        self.status = 0
+        self.inflight: InFlight | None = middleware.metrics.begin()
+
+    def start_response(
+        self, status: str, headers: list[tuple[str, str]], exc_info: ExcInfo | None = None
+    ) -> Callable[[bytes], object]:
+        try:
+            self.status = int(status[:3])
+        except (TypeError, ValueError):
+            self.status = 0
+        if exc_info is None:
+            return self.upstream(status, headers)
+        return self.upstream(status, headers, exc_info)
+
+    def finish(self, error: bool = False) -> None:
+        inflight, self.inflight = self.inflight, None
+        if inflight is None:
+            return  # close() after an error already counted, or close() called twice
+        status = 500 if error or not self.status else self.status
+        middleware = self.middleware
+        try:
+            route = middleware.route_resolver(self.environ)
+        except Exception:
+            route = None
+        middleware.metrics.end(inflight, self.environ.get("REQUEST_METHOD", ""), route, status)
+
+
+class _TimedBody:
+    """Passes the app's body through and records the request when the server closes it."""
+
+    __slots__ = ("body", "request")
+
+    def __init__(self, body: Iterable[bytes], request: _Request) -> None:
+        self.body = body
+        self.request = request
+
+    def __iter__(self) -> Iterator[bytes]:
+        try:
+            yield from self.body
+        except BaseException as exc:
+            # GeneratorExit: the server stopped early (client gone); close() records that.
+            if not isinstance(exc, GeneratorExit):
+                self.request.finish(error=True)
+            raise
+
+    def close(self) -> None:
+        try:
+            close = getattr(self.body, "close", None)
+            if close is not None:
+                close()
+        finally:
+            self.request.finish()
