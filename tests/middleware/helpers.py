@@ -20,7 +20,9 @@ def total(store: Store, name: str, precision: int = 60, **match: str) -> int:
     return sum(totals(store, name, precision, **match).values())
 
 
-def by_label(store: Store, name: str, label: str, precision: int = 60, **match: str) -> dict[str, int]:
+def by_label(
+    store: Store, name: str, label: str, precision: int = 60, **match: str
+) -> dict[str, int]:
     out: dict[str, int] = {}
     for series_id, n in totals(store, name, precision, **match).items():
         value = parse(series_id)[1].get(label, "")

@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from slicecount.errors import ConfigurationError
-from slicecount.middleware._core import RequestMetrics
+from slicecount.middleware._core import QueryTracking, RequestMetrics
 from slicecount.recorder import Recorder
 from slicecount.store import Store
 from tests.middleware.helpers import by_label, total
@@ -35,7 +35,10 @@ def test_bad_options_are_refused_naming_the_value(
     assert fragment in str(info.value)
 
 
-def test_a_request_is_one_count_and_one_observation(recorder: Recorder, store: Store) -> None:
+def test_a_request_is_one_count_and_one_observation(
+    recorder: Recorder, store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(QueryTracking, "enabled", False)
     metrics = RequestMetrics(recorder, labels={"app": "shop"})
     metrics.record("GET", "/a", 200, 0.004, None)
     metrics.record("GET", "/a", 200, 0.3, None)

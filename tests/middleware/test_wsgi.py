@@ -28,9 +28,9 @@ def test_counts_status_from_start_response(recorder: Recorder, store: Store) -> 
     client.post("/", buffered=True)
     assert recorder.flush()
     assert by_label(store, "http.requests", "status") == {"200": 3, "404": 1}
-    assert by_label(store, "http.requests", "method") == {"GET": 2, "POST": 1}
+    assert by_label(store, "http.requests", "method") == {"GET": 3, "POST": 1}
     # a plain WSGI app has no route templates: never the raw path
-    assert by_label(store, "http.requests", "route") == {"<unmatched>": 3}
+    assert by_label(store, "http.requests", "route") == {"<unmatched>": 4}
 
 
 def test_custom_route_resolver_and_static_labels(recorder: Recorder, store: Store) -> None:

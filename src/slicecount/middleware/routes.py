@@ -46,9 +46,9 @@ def _walk(routes: Sequence[Any], scope: dict[str, Any], prefix: str) -> str | No
             continue
         path = _template(route) or ""
         inner = getattr(route, "routes", None)
-        if match is Match.FULL and inner is not None and child.get("root_path") is not None:
-            found = _walk(inner, {**scope, **child}, prefix + path)
-            return found if found is not None else prefix + path
+        if match is Match.FULL and inner and child.get("root_path") is not None:
+            # A mounted router: the route is whatever matches inside it (or nothing).
+            return _walk(inner, {**scope, **child}, prefix + path)
         if match is Match.FULL:
             return prefix + path
         partial = partial or prefix + path  # e.g. 405: the route exists, the method does not
