@@ -10,13 +10,18 @@ from slicecount.embedded import EmbeddedRedis
 from slicecount.store import Store
 
 
-@pytest.fixture
-def clean_default() -> Iterator[None]:
-    yield
+def _reset() -> None:
     if default._recorder is not None:
-        default._recorder.close()
+        default._recorder.close(timeout=0.5)
     default._recorder = None
     default._broken = False
+
+
+@pytest.fixture
+def clean_default() -> Iterator[None]:
+    _reset()
+    yield
+    _reset()
 
 
 def test_event_uses_a_recorder_configured_from_the_environment(

@@ -121,10 +121,17 @@ class Recorder:
 
     def add_many(self, entries: Sequence[tuple[str, int]], now: float | None = None) -> None:
         """Count several (series id, n) pairs at one instant under one lock. Never raises."""
+        for series_id, n in entries:
+            if n.__class__ is not int:
+                self._reject(series_id, 1, ValueError(f"count must be an integer, got {n!r}"))
+                return
+        self.add_many_trusted(entries, now)
+
+    def add_many_trusted(
+        self, entries: Sequence[tuple[str, int]], now: float | None = None
+    ) -> None:
+        """``add_many`` for callers whose counts are ints by construction (the middleware)."""
         try:
-            for series_id, n in entries:
-                if n.__class__ is not int:
-                    raise ValueError(f"count for {series_id!r} must be an integer, got {n!r}")
             second = int(self._clock()) if now is None else int(now)
             lock = self._lock
             lock.acquire()

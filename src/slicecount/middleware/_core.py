@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import time
+from bisect import bisect_left
 from collections.abc import Iterable, Mapping
 from contextvars import ContextVar, Token
 from dataclasses import dataclass
@@ -42,7 +43,8 @@ KNOWN_METHODS = frozenset(
 )
 RESERVED_LABELS = frozenset({"method", "route", "status", LE_LABEL, "operation"})
 MAX_CACHED_IDS = 10_000
-"""(method, route, status) combinations whose series ids are remembered."""
+"""(method, route, status) combinations whose series ids are remembered; unknown methods
+count one each, so a client sending random methods cannot grow this past the bound."""
 
 
 class RequestScope:
@@ -74,13 +76,17 @@ class _Ids:
 
 
 class InFlight:
-    """A request between ``begin()`` and ``end()``."""
+    """A request between its start and ``RequestMetrics.end()``; shells may subclass it to
+    keep their own per-request state in the same (single) allocation."""
 
     __slots__ = ("scope", "started", "token")
 
     def __init__(self) -> None:
-        self.scope = RequestScope()
-        self.token: Token[RequestScope | None] = current_request.set(self.scope)
+        if QueryTracking.enabled:  # a contextvar only when some engine can add to it
+            self.scope: RequestScope | None = RequestScope()
+            self.token: Token[RequestScope | None] | None = current_request.set(self.scope)
+        else:
+            self.scope = self.token = None
         self.started = time.perf_counter()
 
 
@@ -99,15 +105,15 @@ class RecorderSource:
     """A fixed Recorder, or the process-wide default looked up at each use (so that
     ``slicecount.configure()`` after start-up still takes effect). Never raises."""
 
-    __slots__ = ("_fixed", "_warned")
+    __slots__ = ("_warned", "fixed")
 
     def __init__(self, fixed: Recorder | None) -> None:
-        self._fixed = fixed
+        self.fixed = fixed
         self._warned = False
 
     def get(self) -> Recorder | None:
-        if self._fixed is not None:
-            return self._fixed
+        if self.fixed is not None:
+            return self.fixed
         from slicecount import default
 
         try:
@@ -134,6 +140,7 @@ class RequestMetrics:
     ) -> None:
         self.source = resolve_recorder(recorder, settings)
         self.duration = HistogramLayout(DURATION_METRIC, tuple(buckets))
+        self.bounds = self.duration.bounds
         self.queries = HistogramLayout(QUERIES_METRIC, tuple(query_buckets))
         self.static_labels = normalize_labels(labels)
         clash = RESERVED_LABELS & set(self.static_labels)
@@ -145,7 +152,7 @@ class RequestMetrics:
                 raise ConfigurationError(f"excluded path must start with '/', got {path!r}")
         self.exclude_exact = frozenset(p for p in excludes if not p.endswith("*"))
         self.exclude_prefixes = tuple(p[:-1] for p in excludes if p.endswith("*"))
-        self._ids: dict[tuple[str, str, int], _Ids] = {}
+        self._ids: dict[tuple[str, str | None, int], _Ids] = {}
         self._warned = False
 
     def excluded(self, path: str) -> bool:
@@ -154,49 +161,59 @@ class RequestMetrics:
             bool(self.exclude_prefixes) and path.startswith(self.exclude_prefixes)
         )
 
-    @staticmethod
-    def begin() -> InFlight:
-        """Start timing a request and open its scope for query counting."""
-        return InFlight()
-
     def end(self, inflight: InFlight, method: str, route: str | None, status: int) -> None:
         """Record a finished request. Never raises."""
         seconds = time.perf_counter() - inflight.started
+        scope = inflight.scope
+        if scope is None:
+            self.record(method, route, status, seconds, None)
+            return
         try:
-            current_request.reset(inflight.token)
+            current_request.reset(inflight.token)  # type: ignore[arg-type]
         except ValueError:
             pass  # ended from another context (a server thread closing the body): harmless
-        queries = inflight.scope.queries if QueryTracking.enabled else None
-        self.record(method, route, status, seconds, queries)
+        self.record(method, route, status, seconds, scope.queries)
 
     def record(
         self, method: str, route: str | None, status: int, seconds: float, queries: int | None
     ) -> None:
         """Count one request of ``seconds`` (and ``queries`` database queries, if tracked)."""
-        recorder = self.source.get()
+        recorder = self.source.fixed or self.source.get()
         if recorder is None:
             return
         try:
-            if method not in KNOWN_METHODS:
-                method = OTHER_METHOD
-            key = (method, route or UNMATCHED, status)
-            ids = self._ids.get(key) or self._build(recorder, *key)
-            duration = self.duration
-            entries = [
-                (ids.requests, 1),
-                (ids.duration[duration.bucket_index(seconds)], 1),
-                (ids.duration_sum, round(seconds * MICRO)),
-            ]
-            if queries is not None:
-                entries.append((ids.queries[self.queries.bucket_index(queries)], 1))
-                entries.append((ids.queries_sum, queries * MICRO))
-            recorder.add_many(entries)
+            ids = self._ids.get((method, route, status)) or self._build(
+                recorder, method, route, status
+            )
+            micros = int(seconds * MICRO)
+            if queries is None:
+                recorder.add_many_trusted(
+                    (
+                        (ids.requests, 1),
+                        (ids.duration[bisect_left(self.bounds, seconds)], 1),
+                        (ids.duration_sum, micros),
+                    )
+                )
+                return
+            recorder.add_many_trusted(
+                (
+                    (ids.requests, 1),
+                    (ids.duration[bisect_left(self.bounds, seconds)], 1),
+                    (ids.duration_sum, micros),
+                    (ids.queries[self.queries.bucket_index(queries)], 1),
+                    (ids.queries_sum, queries * MICRO),
+                )
+            )
         except Exception as exc:  # never let counting reach the request
             if not self._warned:
                 self._warned = True
                 logger.exception("slicecount could not record a request: %s", exc)
 
-    def _build(self, recorder: Recorder, method: str, route: str, status: int) -> _Ids:
+    def _build(self, recorder: Recorder, method: str, route: str | None, status: int) -> _Ids:
+        key = (method, route, status)
+        if method not in KNOWN_METHODS:  # clients pick methods freely: one label for the rest
+            method = OTHER_METHOD
+        route = route or UNMATCHED
         base = {**self.static_labels, "method": method, "route": route}
         series = recorder.series_id
         ids = _Ids(
@@ -212,5 +229,5 @@ class RequestMetrics:
             queries_sum=series(self.queries.sum_name, base),
         )
         if len(self._ids) < MAX_CACHED_IDS:
-            self._ids[(method, route, status)] = ids
+            self._ids[key] = ids
         return ids

@@ -14,7 +14,7 @@ import anyio.to_thread
 
 from slicecount.config import Settings
 from slicecount.histogram import DEFAULT_COUNT_BUCKETS, DEFAULT_DURATION_BUCKETS
-from slicecount.middleware._core import RequestMetrics
+from slicecount.middleware._core import InFlight, RequestMetrics
 from slicecount.middleware.routes import starlette_route
 from slicecount.recorder import Recorder
 from slicecount.series import LabelValue
@@ -66,46 +66,15 @@ class SliceCountMiddleware:
             await self.app(scope, receive, send)
             return
 
-        metrics = self.metrics
-        entry_root = scope.get("root_path", "")
-        inflight = metrics.begin()
-        status = 0
-        trailers = False
-        done = False
-
-        def finish(final_status: int) -> None:
-            nonlocal done
-            done = True
-            try:
-                route = self.route_resolver(scope, entry_root)
-            except Exception:
-                route = None
-            metrics.end(inflight, scope.get("method", ""), route, final_status)
-
-        async def timed_send(message: Message) -> None:
-            nonlocal status, trailers
-            kind = message["type"]
-            if kind == "http.response.start":
-                status = message["status"]
-                trailers = bool(message.get("trailers", False))
-            await send(message)
-            if done:
-                return
-            if (
-                (kind == "http.response.body" and not message.get("more_body") and not trailers)
-                or (kind == "http.response.trailers" and not message.get("more_trailers"))
-                or kind in ("http.response.pathsend", "http.response.zerocopysend")
-            ):
-                finish(status)
-
+        exchange = _Exchange(self, scope, send)
         try:
-            await self.app(scope, receive, timed_send)
+            await self.app(scope, receive, exchange.send)
         except BaseException:
-            if not done:
-                finish(500 if not status else status)
+            if not exchange.done:
+                exchange.finish(exchange.status or 500)
             raise
-        if not done:  # the app returned early (client gone, or it never answered)
-            finish(status or 500)
+        if not exchange.done:  # the app returned early (client gone, or it never answered)
+            exchange.finish(exchange.status or 500)
 
     def _lifespan_send(self, send: Send) -> Send:
         async def lifespan_send(message: Message) -> None:
@@ -116,3 +85,51 @@ class SliceCountMiddleware:
             await send(message)
 
         return lifespan_send
+
+
+_FINAL_KINDS = frozenset({"http.response.pathsend", "http.response.zerocopysend"})
+
+
+class _Exchange(InFlight):
+    """One HTTP request/response: wraps ``send`` to see the status and the last chunk."""
+
+    __slots__ = ("asgi_scope", "done", "entry_root", "middleware", "status", "trailers", "upstream")
+
+    def __init__(self, middleware: SliceCountMiddleware, scope: Scope, upstream: Send) -> None:
+        super().__init__()
+        self.middleware = middleware
+        self.asgi_scope = scope
+        self.entry_root = scope.get("root_path", "")
+        self.upstream = upstream
+        self.status = 0
+        self.trailers = False
+        self.done = False
+
+    async def send(self, message: Message) -> None:
+        kind = message["type"]
+        if kind == "http.response.start":
+            self.status = message["status"]
+            self.trailers = bool(message.get("trailers", False))
+            await self.upstream(message)
+            return
+        await self.upstream(message)
+        if self.done:
+            return
+        if kind == "http.response.body":
+            if message.get("more_body") or self.trailers:
+                return
+        elif kind == "http.response.trailers":
+            if message.get("more_trailers"):
+                return
+        elif kind not in _FINAL_KINDS:
+            return
+        self.finish(self.status)
+
+    def finish(self, status: int) -> None:
+        self.done = True
+        middleware, scope = self.middleware, self.asgi_scope
+        try:
+            route = middleware.route_resolver(scope, self.entry_root)
+        except Exception:
+            route = None
+        middleware.metrics.end(self, scope.get("method", ""), route, status)

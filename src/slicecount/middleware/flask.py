@@ -9,7 +9,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from flask import Flask, request
+from flask import Flask, Request
+from werkzeug.routing import Rule
 
 from slicecount.config import Settings
 from slicecount.histogram import DEFAULT_COUNT_BUCKETS, DEFAULT_DURATION_BUCKETS
@@ -19,22 +20,35 @@ from slicecount.recorder import Recorder
 from slicecount.series import LabelValue
 
 
-def _remember_rule() -> None:
-    rule = request.url_rule
-    request.environ[ROUTE_KEY] = rule.rule if rule is not None else UNMATCHED
+def _rule_recording_request(base: type[Request]) -> type[Request]:
+    """A subclass of the app's request class that copies the matched URL rule into the WSGI
+    environ the moment Flask's routing assigns it: no hook to run, no proxy to resolve, and it
+    is set even when a before_request hook answers early."""
+
+    def get_rule(self: Request) -> Rule | None:
+        return self.__dict__.get("_slicecount_rule")
+
+    def set_rule(self: Request, rule: Rule | None) -> None:
+        self.__dict__["_slicecount_rule"] = rule
+        if rule is not None:
+            self.environ[ROUTE_KEY] = rule.rule
+
+    namespace = {"url_rule": property(get_rule, set_rule), "__module__": __name__}
+    return type(f"SliceCount{base.__name__}", (base,), namespace)
 
 
 def _match_rule(app: Flask) -> RouteResolver:
-    """Fallback when the before_request hook did not run (an earlier hook answered)."""
+    """The rule the request class recorded; when there is none (no rule matched, or the
+    app's request class was replaced after ``init_app``) match the URL map again."""
 
     def resolve(environ: dict[str, Any]) -> str | None:
         route = environ.get(ROUTE_KEY)
-        if isinstance(route, str):
-            return route
+        if route is not None:
+            return route  # type: ignore[no-any-return]
         try:
             rule, _ = app.url_map.bind_to_environ(environ).match(return_rule=True)
         except Exception:
-            return None
+            return UNMATCHED
         return str(rule.rule)
 
     return resolve
@@ -74,6 +88,5 @@ class SliceCount:
             app.wsgi_app, route_resolver=_match_rule(app), **self.options
         )
         app.wsgi_app = self.middleware  # type: ignore[method-assign]
-        # First, so that an auth hook answering early cannot hide the route.
-        app.before_request_funcs.setdefault(None, []).insert(0, _remember_rule)
+        app.request_class = _rule_recording_request(app.request_class)
         app.extensions["slicecount"] = self

@@ -75,7 +75,7 @@ class QueryMetrics:
         try:
             operation = operation_of(statement)
             ids = self._ids.get(operation) or self._build(recorder, operation)
-            recorder.add_many(
+            recorder.add_many_trusted(
                 [
                     (ids[0], 1),
                     (ids[1][self.duration.bucket_index(seconds)], 1),

@@ -63,28 +63,29 @@ class SliceCountMiddleware:
     def __call__(self, environ: Environ, start_response: StartResponse) -> Iterable[bytes]:
         if self.metrics.excluded(environ.get("PATH_INFO", "")):
             return self.app(environ, start_response)
-        request = _Request(self, environ, start_response)
+        call = _Call(self, environ, start_response)
         try:
-            body = self.app(environ, request.start_response)
+            call.body = self.app(environ, call.start_response)
         except BaseException:
-            request.finish(error=True)
+            call.finish(error=True)
             raise
-        return _TimedBody(body, request)
+        return call
 
 
-class _Request:
-    """One request's status and timing, shared by start_response and the body wrapper."""
+class _Call(InFlight):
+    """One request: its start_response, then its body, recorded when the server closes it."""
 
-    __slots__ = ("environ", "inflight", "middleware", "status", "upstream")
+    __slots__ = ("body", "environ", "middleware", "status", "upstream")
 
     def __init__(
         self, middleware: SliceCountMiddleware, environ: Environ, upstream: StartResponse
     ) -> None:
+        super().__init__()
         self.middleware = middleware
         self.environ = environ
         self.upstream = upstream
         self.status = 0
-        self.inflight: InFlight | None = middleware.metrics.begin()
+        self.body: Iterable[bytes] = ()
 
     def start_response(
         self, status: str, headers: list[tuple[str, str]], exc_info: ExcInfo | None = None
@@ -97,35 +98,13 @@ class _Request:
             return self.upstream(status, headers)
         return self.upstream(status, headers, exc_info)
 
-    def finish(self, error: bool = False) -> None:
-        inflight, self.inflight = self.inflight, None
-        if inflight is None:
-            return  # close() after an error already counted, or close() called twice
-        status = 500 if error or not self.status else self.status
-        middleware = self.middleware
-        try:
-            route = middleware.route_resolver(self.environ)
-        except Exception:
-            route = None
-        middleware.metrics.end(inflight, self.environ.get("REQUEST_METHOD", ""), route, status)
-
-
-class _TimedBody:
-    """Passes the app's body through and records the request when the server closes it."""
-
-    __slots__ = ("body", "request")
-
-    def __init__(self, body: Iterable[bytes], request: _Request) -> None:
-        self.body = body
-        self.request = request
-
     def __iter__(self) -> Iterator[bytes]:
         try:
             yield from self.body
         except BaseException as exc:
             # GeneratorExit: the server stopped early (client gone); close() records that.
             if not isinstance(exc, GeneratorExit):
-                self.request.finish(error=True)
+                self.finish(error=True)
             raise
 
     def close(self) -> None:
@@ -134,4 +113,16 @@ class _TimedBody:
             if close is not None:
                 close()
         finally:
-            self.request.finish()
+            self.finish()
+
+    def finish(self, error: bool = False) -> None:
+        middleware = self.middleware
+        if middleware is None:
+            return  # close() after an error already counted, or close() called twice
+        self.middleware = None  # type: ignore[assignment]
+        status = 500 if error or not self.status else self.status
+        try:
+            route = middleware.route_resolver(self.environ)
+        except Exception:
+            route = None
+        middleware.metrics.end(self, self.environ.get("REQUEST_METHOD", ""), route, status)

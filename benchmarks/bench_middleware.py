@@ -1,0 +1,242 @@
+"""Per-request overhead of the middleware, in-process (the app called directly, no sockets).
+
+    python benchmarks/bench_middleware.py [--requests 3000] [--rounds 25]
+
+For Flask and for Starlette, one run measures the bare app, the app with slicecount, with the
+usual Prometheus exporter (prometheus_flask_exporter / starlette_exporter) and with a naive
+book-style middleware that calls ``Store.incr`` on every request. Overhead = variant - bare,
+in microseconds per request; the ratios are what to compare (the machine is shared and noisy).
+Targets (issue 3): slicecount's overhead <= 1/4 of either exporter's, and >= 50x less than the
+naive middleware's, with every request landing in Redis.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from flask import Flask
+from prometheus_client import CollectorRegistry
+from prometheus_flask_exporter import PrometheusMetrics
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse, Response
+from starlette.routing import Route
+from starlette_exporter import PrometheusMiddleware
+from werkzeug.test import EnvironBuilder
+
+from slicecount.embedded import EmbeddedRedis
+from slicecount.middleware.flask import SliceCount
+from slicecount.middleware.starlette import SliceCountMiddleware
+from slicecount.recorder import Recorder
+from slicecount.store import Store
+from slicecount.store_async import AsyncStore
+
+WSGIApp = Callable[[dict[str, Any], Any], Iterable[bytes]]
+ASGIApp = Callable[..., Any]
+
+
+# -- Flask ---------------------------------------------------------------------------------
+
+
+def flask_app() -> Flask:
+    app = Flask("bench")
+
+    @app.get("/users/<int:user_id>")
+    def user(user_id: int) -> str:
+        return "user"
+
+    return app
+
+
+class NaiveWSGI:
+    """The book's update_counter on every request: one MULTI/EXEC round trip each."""
+
+    def __init__(self, app: WSGIApp, store: Store) -> None:
+        self.app, self.store = app, store
+
+    def __call__(self, environ: dict[str, Any], start_response: Any) -> Iterable[bytes]:
+        body = self.app(environ, start_response)
+        self.store.incr("naive.requests", 1, {"method": environ["REQUEST_METHOD"]})
+        return body
+
+
+def time_wsgi(app: WSGIApp, requests: int, after: Callable[[], object] | None = None) -> float:
+    environ = EnvironBuilder(path="/users/7").get_environ()
+
+    def start_response(status: str, headers: Any, exc_info: Any = None) -> Any:
+        return None
+
+    started = time.perf_counter()
+    for _ in range(requests):
+        body = app(dict(environ), start_response)
+        for _chunk in body:
+            pass
+        close = getattr(body, "close", None)
+        if close is not None:
+            close()
+    if after is not None:
+        after()
+    return (time.perf_counter() - started) / requests * 1e6
+
+
+def flask_variants(store: Store, recorder: Recorder) -> dict[str, WSGIApp]:
+    bare = flask_app()
+    ours = flask_app()
+    SliceCount(ours, recorder=recorder)
+    exporter = flask_app()
+    PrometheusMetrics(exporter, registry=CollectorRegistry())
+    naive = flask_app()
+    naive.wsgi_app = NaiveWSGI(naive.wsgi_app, store)  # type: ignore[method-assign]
+    return {"bare": bare, "slicecount": ours, "exporter": exporter, "naive": naive}
+
+
+# -- Starlette -----------------------------------------------------------------------------
+
+
+async def user(request: Request) -> Response:
+    return PlainTextResponse("user")
+
+
+def starlette_app() -> Starlette:
+    return Starlette(routes=[Route("/users/{user_id:int}", user)])
+
+
+class NaiveASGI:
+    def __init__(self, app: ASGIApp, store: AsyncStore) -> None:
+        self.app, self.store = app, store
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        await self.app(scope, receive, send)
+        if scope["type"] == "http":
+            await self.store.incr("naive.requests", 1, {"method": scope["method"]})
+
+
+async def time_asgi(
+    app: ASGIApp, requests: int, after: Callable[[], object] | None = None
+) -> float:
+    scope = {
+        "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "GET",
+        "scheme": "http", "path": "/users/7", "raw_path": b"/users/7", "root_path": "",
+        "query_string": b"", "headers": [(b"host", b"bench")], "server": ("bench", 80),
+        "client": ("127.0.0.1", 5000),
+    }  # fmt: skip
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message: Any) -> None:
+        return None
+
+    started = time.perf_counter()
+    for _ in range(requests):
+        await app(dict(scope), receive, send)
+    if after is not None:
+        after()
+    return (time.perf_counter() - started) / requests * 1e6
+
+
+def starlette_variants(astore: AsyncStore, recorder: Recorder) -> dict[str, ASGIApp]:
+    ours = starlette_app()
+    ours.add_middleware(SliceCountMiddleware, recorder=recorder)
+    exporter = starlette_app()
+    exporter.add_middleware(PrometheusMiddleware, app_name="bench")
+    return {
+        "bare": starlette_app(),
+        "slicecount": ours,
+        "exporter": exporter,
+        "naive": NaiveASGI(starlette_app(), astore),
+    }
+
+
+# -- report --------------------------------------------------------------------------------
+
+
+def report(framework: str, exporter: str, timings: dict[str, list[float]]) -> None:
+    # The machines are shared VMs with bursty neighbours: the fastest round of each variant is
+    # the least disturbed one (timeit's advice), so overheads are min(variant) - min(bare).
+    # Medians are printed beside them to show the spread.
+    rounds = len(timings["bare"])
+    best = {name: min(values) for name, values in timings.items()}
+    med = {name: statistics.median(values) for name, values in timings.items()}
+    over = {name: best[name] - best["bare"] for name in best}
+    print(f"\n{framework}: microseconds per request, best of {rounds} rounds (median)")
+    for name in ("bare", "slicecount", "exporter", "naive"):
+        label = exporter if name == "exporter" else name
+        extra = "" if name == "bare" else f"  overhead {over[name]:7.1f} us"
+        print(f"  {label:<28} {best[name]:8.1f} us ({med[name]:8.1f}){extra}")
+    ours = over["slicecount"]
+    if ours <= 0.05:
+        print("  slicecount overhead is below this run's noise floor; ratios not computed")
+        return
+    print(
+        f"  {exporter} overhead / slicecount overhead: {over['exporter'] / ours:6.1f}x "
+        "(target >= 4x)"
+    )
+    print(
+        f"  naive book-style overhead / slicecount overhead: {over['naive'] / ours:6.1f}x "
+        "(target >= 50x)"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--requests", type=int, default=3_000)
+    parser.add_argument("--naive-requests", type=int, default=600)
+    parser.add_argument("--rounds", type=int, default=25)
+    args = parser.parse_args()
+
+    with EmbeddedRedis() as server, Store.from_url(server.url) as store:
+        recorder = Recorder(store, flush_interval=1.0)
+        astore = AsyncStore.from_url(server.url)
+        sent = 0
+
+        wsgi = flask_variants(store, recorder)
+        timings: dict[str, list[float]] = {name: [] for name in wsgi}
+        for _ in range(args.rounds):
+            for name, app in wsgi.items():
+                count = args.naive_requests if name == "naive" else args.requests
+                # slicecount's own flush (the Redis write) is inside the timed region
+                after = recorder.flush if name == "slicecount" else None
+                timings[name].append(time_wsgi(app, count, after))
+                sent += count if name == "slicecount" else 0
+        report("Flask", "prometheus_flask_exporter", timings)
+
+        async def run_asgi() -> dict[str, list[float]]:
+            apps = starlette_variants(astore, recorder)
+            out: dict[str, list[float]] = {name: [] for name in apps}
+            for _ in range(args.rounds):
+                for name, app in apps.items():
+                    count = args.naive_requests if name == "naive" else args.requests
+                    after = recorder.flush if name == "slicecount" else None
+                    out[name].append(await time_asgi(app, count, after))
+            await astore.close()
+            return out
+
+        timings = asyncio.run(run_asgi())
+        sent += args.requests * args.rounds
+        report("Starlette", "starlette_exporter", timings)
+
+        recorder.close()
+        landed = sum(
+            n
+            for sid in store.series("http.requests", 86400)
+            for n in (v for _, v in store.get("http.requests", 86400, _labels(sid)))
+        )
+        print(f"\nrequests through slicecount: {sent:,}; counted in Redis: {landed:,}")
+        if landed != sent:
+            raise SystemExit("some requests did not land in Redis")
+
+
+def _labels(series_id: str) -> dict[str, str]:
+    from slicecount.series import parse
+
+    return parse(series_id)[1]
+
+
+if __name__ == "__main__":
+    main()
