@@ -65,6 +65,12 @@ class KeySpace:
         """The registry of a series and its (precision, member, hash key) at each precision."""
         return _layout(self, series_id, precisions)
 
+    def annotations(self) -> str:
+        """The ZSET of annotations (deploy markers...): score = time in epoch ms."""
+        if self.shards == 1:
+            return f"{self.prefix}annotations:"
+        return f"{self.prefix}annotations:{{0}}"
+
     @staticmethod
     def member(precision: int, series_id: str) -> str:
         """The registry member of one series at one precision (the book's ``prec:name``)."""

@@ -7,6 +7,7 @@ sync and asyncio twins cannot drift apart: keys, slice math and reply decoding l
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from collections.abc import Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -159,21 +160,29 @@ def series(keys: KeySpace, name: str, precision: int) -> Generator[Batch, list[A
     return sorted(found)
 
 
-def names(
+def all_series(
     keys: KeySpace, precision: int, page: int = 10_000
 ) -> Generator[Batch, list[Any], list[str]]:
-    """Every metric name with a series at ``precision``, paging through the registry by lex."""
+    """Every series id at ``precision``, paging through the registry by lex (no SCAN)."""
     low, high = keys.lex_range_precision(precision)
-    found: set[str] = set()
+    found: list[str] = []
     for registry in keys.registries():
         start = low
         while True:
             (members,) = yield Batch([("ZRANGEBYLEX", registry, start, high, "LIMIT", 0, page)])
-            found.update(metric_name(keys.parse_member(m)[1]) for m in members)
+            found.extend(keys.parse_member(m)[1] for m in members)
             if len(members) < page:
                 break
             start = "(" + members[-1]
     return sorted(found)
+
+
+def names(
+    keys: KeySpace, precision: int, page: int = 10_000
+) -> Generator[Batch, list[Any], list[str]]:
+    """Every metric name with a series at ``precision``."""
+    found = yield from all_series(keys, precision, page)
+    return sorted({metric_name(series_id) for series_id in found})
 
 
 def read(
@@ -240,3 +249,29 @@ def _is_exact(keys: KeySpace, member: str, name: str, series_id: str | None) -> 
     except ValueError:
         return False
     return found == series_id if series_id is not None else metric_name(found) == name
+
+
+def add_annotation(
+    keys: KeySpace, annotation: Mapping[str, Any]
+) -> Generator[Batch, list[Any], None]:
+    """Add one annotation (a JSON object with time in epoch ms) to the annotations ZSET."""
+    member = json.dumps(annotation, sort_keys=True, separators=(",", ":"))
+    yield Batch([("ZADD", keys.annotations(), annotation["time"], member)])
+
+
+def list_annotations(
+    keys: KeySpace, start_ms: int, end_ms: int, limit: int
+) -> Generator[Batch, list[Any], list[dict[str, Any]]]:
+    """Annotations whose time lies in [start_ms, end_ms], oldest first, at most ``limit``."""
+    (members,) = yield Batch(
+        [("ZRANGEBYSCORE", keys.annotations(), start_ms, end_ms, "LIMIT", 0, limit)]
+    )
+    out = []
+    for member in members:
+        try:
+            item = json.loads(member)
+        except ValueError:
+            continue  # not written by slicecount: skip rather than fail the panel
+        if isinstance(item, dict) and isinstance(item.get("time"), int):
+            out.append(item)
+    return out

@@ -6,6 +6,7 @@ boundary, executes command batches and translates redis-py errors into ``StoreEr
 
 from __future__ import annotations
 
+import secrets
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
@@ -133,6 +134,40 @@ class StoreBase:
             )
         return ops.read(self.keys, list(series_ids), precision, start, end)
 
+    def _all_series_op(self, precision: int) -> Operation:
+        self.settings.check_precision(precision)
+        return ops.all_series(self.keys, precision)
+
+    def _annotation(
+        self, text: str, tags: Sequence[str], when: float | None, end: float | None, title: str
+    ) -> dict[str, Any]:
+        if not isinstance(text, str) or not text.strip():
+            raise ConfigurationError(f"annotation text must be a non-empty string, got {text!r}")
+        if isinstance(tags, str) or not all(isinstance(t, str) and t for t in tags):
+            raise ConfigurationError(f"annotation tags must be a list of strings, got {tags!r}")
+        at = self.clock() if when is None else when
+        if not isinstance(at, int | float) or at < 0:
+            raise ConfigurationError(f"annotation time must be epoch seconds, got {at!r}")
+        annotation: dict[str, Any] = {
+            "id": secrets.token_hex(6),
+            "time": int(at * 1000),
+            "text": text,
+            "tags": list(dict.fromkeys(tags)),
+            "title": title or text.splitlines()[0][:80],
+        }
+        if end is not None:
+            if not isinstance(end, int | float) or end < at:
+                raise ConfigurationError(f"annotation end must be >= its time, got {end!r}")
+            annotation["timeEnd"] = int(end * 1000)
+        return annotation
+
+    def _annotations_op(self, start: float, end: float, limit: int) -> Operation:
+        if not 0 <= start <= end:
+            raise ConfigurationError(
+                f"annotation range must have 0 <= start <= end, got {start!r}..{end!r}"
+            )
+        return ops.list_annotations(self.keys, int(start * 1000), int(end * 1000), limit)
+
     def _delete_op(self, name: str, labels: Labels | None) -> Operation:
         validate_name(name)
         return ops.delete(self.keys, name, encode(name, labels) if labels else None)
@@ -235,6 +270,31 @@ class Store(StoreBase):
             self._read_op(series_ids, precision, start, end)
         )
         return result
+
+    def all_series(self, precision: int) -> list[str]:
+        """Every series id that exists at ``precision``."""
+        result: list[str] = self._run(self._all_series_op(precision))
+        return result
+
+    def annotate(
+        self,
+        text: str,
+        tags: Sequence[str] = (),
+        when: float | None = None,
+        end: float | None = None,
+        title: str = "",
+    ) -> dict[str, Any]:
+        """Record an annotation (a deploy marker...) at ``when`` (default now); returns it."""
+        annotation = self._annotation(text, tags, when, end, title)
+        self._run(ops.add_annotation(self.keys, annotation))
+        return annotation
+
+    def annotations(
+        self, start: float, end: float, tags: Sequence[str] = (), limit: int = 1000
+    ) -> list[dict[str, Any]]:
+        """Annotations from ``start`` to ``end`` (epoch seconds) having all ``tags``."""
+        result: list[dict[str, Any]] = self._run(self._annotations_op(start, end, limit))
+        return [a for a in result if set(tags) <= set(a.get("tags", ()))]
 
     def delete(self, name: str, labels: Labels | None = None) -> int:
         """Remove a metric (or one labelled series of it); return how many hashes went."""

@@ -9,6 +9,7 @@ from typing import Any
 import redis
 import redis.asyncio as aioredis
 
+from slicecount import operations as ops
 from slicecount.config import Settings
 from slicecount.errors import StoreError
 from slicecount.operations import Batch, Operation
@@ -117,6 +118,31 @@ class AsyncStore(StoreBase):
             self._read_op(series_ids, precision, start, end)
         )
         return result
+
+    async def all_series(self, precision: int) -> list[str]:
+        """Every series id that exists at ``precision``."""
+        result: list[str] = await self._run(self._all_series_op(precision))
+        return result
+
+    async def annotate(
+        self,
+        text: str,
+        tags: Sequence[str] = (),
+        when: float | None = None,
+        end: float | None = None,
+        title: str = "",
+    ) -> dict[str, Any]:
+        """Record an annotation (a deploy marker...) at ``when`` (default now); returns it."""
+        annotation = self._annotation(text, tags, when, end, title)
+        await self._run(ops.add_annotation(self.keys, annotation))
+        return annotation
+
+    async def annotations(
+        self, start: float, end: float, tags: Sequence[str] = (), limit: int = 1000
+    ) -> list[dict[str, Any]]:
+        """Annotations from ``start`` to ``end`` (epoch seconds) having all ``tags``."""
+        result: list[dict[str, Any]] = await self._run(self._annotations_op(start, end, limit))
+        return [a for a in result if set(tags) <= set(a.get("tags", ()))]
 
     async def delete(self, name: str, labels: Labels | None = None) -> int:
         """Remove a metric (or one labelled series of it); return how many hashes went."""

@@ -1,0 +1,1 @@
+"""The Grafana JSON datasource service (SimpleJSON and simpod-json-datasource protocols)."""

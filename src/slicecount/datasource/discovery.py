@@ -1,0 +1,140 @@
+"""Answers for Grafana's pickers: metric names, label names and values, variable queries,
+the simPod builder payloads. Pure: works on series already discovered."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from slicecount.config import Settings
+from slicecount.datasource.protocol import FUNCTIONS, regex_escape
+from slicecount.datasource.query import Selector, compile_regex, parse, unescape
+from slicecount.errors import QueryError
+from slicecount.histogram import BUCKET_SUFFIX, LE_LABEL
+
+Parsed = tuple[str, str, dict[str, str]]
+
+_VARIABLE = re.compile(r"\s*(metrics|label_names|label_values)\s*\((.*)\)\s*\Z", re.DOTALL)
+
+
+def of_metric(everything: Iterable[Parsed], names: Sequence[str]) -> list[Parsed]:
+    """The series of metrics ``names`` (a histogram name covers its bucket series)."""
+    wanted = set(names) | {n + BUCKET_SUFFIX for n in names}
+    return [p for p in everything if p[1] in wanted]
+
+
+def label_names(series: Iterable[Parsed]) -> list[str]:
+    return sorted({k for _, _, labels in series for k in labels if k != LE_LABEL})
+
+
+def label_values(series: Iterable[Parsed], label: str) -> list[str]:
+    return sorted({labels[label] for _, _, labels in series if label in labels})
+
+
+def search(names: Sequence[str], text: object) -> list[str]:
+    """Legacy /search: every name containing the typed text (Grafana's escaping undone)."""
+    needle = unescape(text).strip().lower() if isinstance(text, str) else ""
+    return [n for n in names if needle in n.lower()]
+
+
+def variable(query: str, names: Sequence[str], everything: Sequence[Parsed]) -> list[str]:
+    """Variable queries: ``metrics(regex?)``, ``label_names(metric?)``,
+    ``label_values(label)``, ``label_values(selector, label)``; else names containing it."""
+    match = _VARIABLE.match(query)
+    if match is None:
+        return search(names, query)
+    kind, args = match.group(1), match.group(2).strip()
+    if kind == "metrics":
+        if not args:
+            return list(names)
+        regex = compile_regex(args.strip("\"'"))
+        return [n for n in names if regex.fullmatch(n) is not None]
+    if kind == "label_names":
+        return label_names(_selected(args, everything) if args else everything)
+    selector_text, _, label = args.rpartition(",")
+    label = label.strip().strip("\"'")
+    if not label:
+        raise QueryError(f"label_values needs a label name: {query!r}")
+    scope = _selected(selector_text, everything) if selector_text.strip() else everything
+    return label_values(scope, label)
+
+
+def _selected(text: str, everything: Sequence[Parsed]) -> list[Parsed]:
+    node = parse(text)
+    if not isinstance(node, Selector):
+        raise QueryError(f"expected a metric selector, got {text!r}")
+    return [p for p in of_metric(everything, node.names) if node.matches(p[2])]
+
+
+def precision_options(settings: Settings) -> list[dict[str, str]]:
+    def label(p: int) -> str:
+        for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+            if p % size == 0:
+                return f"{p // size} {unit}"
+        return f"{p} s"
+
+    return [{"label": "auto", "value": "auto"}] + [
+        {"label": label(p), "value": str(p)} for p in settings.precisions
+    ]
+
+
+def function_options(histogram: bool) -> list[dict[str, str]]:
+    labels = {"count": "count per slice", "rate": "rate (per second)"}
+    chosen = FUNCTIONS if histogram else ("count", "rate")
+    return [{"label": labels.get(f, f), "value": f} for f in chosen]
+
+
+def metric_entry(
+    name: str, histogram: bool, settings: Settings, series: Sequence[Parsed] | None
+) -> dict[str, Any]:
+    """One /metrics item; with ``series`` given, label payloads carry their options too."""
+    payloads: list[dict[str, Any]] = [
+        {
+            "name": "function",
+            "label": "Function",
+            "type": "select",
+            "placeholder": "count",
+            "options": function_options(histogram),
+            "width": 20,
+        },
+        {"name": "group_by", "label": "Group by", "type": "multi-select", "placeholder": "none"},
+        {
+            "name": "precision",
+            "label": "Precision",
+            "type": "select",
+            "placeholder": "auto",
+            "options": precision_options(settings),
+        },
+    ]
+    if series is not None:
+        payloads[1]["options"] = [{"label": k, "value": k} for k in label_names(series)]
+        for label in label_names(series):
+            payloads.append(
+                {
+                    "name": label,
+                    "label": label,
+                    "type": "multi-select",
+                    "placeholder": "any",
+                    "options": value_options(series, label),
+                }
+            )
+    return {"label": name, "value": name, "payloads": payloads}
+
+
+def value_options(series: Sequence[Parsed], label: str) -> list[dict[str, str]]:
+    # Builder filters are regexes: send values escaped, show them plain.
+    return [{"label": v, "value": regex_escape(v)} for v in label_values(series, label)]
+
+
+def payload_options(
+    name: str, payload_name: str, histogram: bool, settings: Settings, series: Sequence[Parsed]
+) -> list[dict[str, str]]:
+    """/metric-payload-options for one payload of one metric."""
+    if payload_name == "function":
+        return function_options(histogram)
+    if payload_name == "precision":
+        return precision_options(settings)
+    if payload_name == "group_by":
+        return [{"label": k, "value": k} for k in label_names(series)]
+    return value_options(series, payload_name)

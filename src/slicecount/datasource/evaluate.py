@@ -1,0 +1,164 @@
+"""Evaluating a query tree over counts already read from Redis. Pure.
+
+The app asks ``fetches()`` which (selector, histogram?) pairs a tree needs, reads them, and
+passes the filled series to ``evaluate()``. Values are per slice: a count (0 for a missing
+field inside retention), or None before retention and after now (Grafana draws a gap).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from slicecount.datasource.query import Aggregate, Node, Quantile, Rate, Selector
+from slicecount.histogram import LE_LABEL, parse_bound
+
+Value = float | None
+Fetch = tuple[Selector, bool]  # (selector, read the histogram's buckets instead)
+
+
+@dataclass(frozen=True)
+class Timeline:
+    """The slices of one panel: starts from ``floor(from/p)*p`` up to the slice holding ``to``."""
+
+    precision: int
+    starts: range
+    now: float
+    oldest: int  # start of the oldest slice inside retention
+
+    def fill(self, raw: Sequence[int | None]) -> list[Value]:
+        """Counts as read (None = no field) -> 0 inside retention, None outside."""
+        low, now = self.oldest, self.now
+        return [
+            (float(v) if v is not None else (0.0 if low <= s <= now else None))
+            for s, v in zip(self.starts, raw, strict=True)
+        ]
+
+
+@dataclass
+class Series:
+    """One result line: a metric name ("" once names are aggregated away), labels, values."""
+
+    name: str
+    labels: dict[str, str]
+    values: list[Value]
+
+    def legend(self) -> str:
+        body = ",".join(f'{k}="{v}"' for k, v in sorted(self.labels.items()))
+        if not body:
+            return self.name or "{}"
+        return f"{self.name}{{{body}}}"
+
+
+def fetches(node: Node, histogram: bool = False) -> list[Fetch]:
+    """The selectors a tree reads, each with whether it reads histogram buckets."""
+    if isinstance(node, Selector):
+        return [(node, histogram)]
+    if isinstance(node, Quantile):
+        return fetches(node.arg, True)
+    return fetches(node.arg, histogram)
+
+
+def evaluate(
+    node: Node,
+    data: Mapping[Fetch, list[Series]],
+    timeline: Timeline,
+    histogram: bool = False,
+) -> list[Series]:
+    """The series a tree yields, given every fetch's filled series."""
+    if isinstance(node, Selector):
+        return [Series(s.name, dict(s.labels), list(s.values)) for s in data[(node, histogram)]]
+    if isinstance(node, Rate):
+        return [_rate(s, timeline) for s in evaluate(node.arg, data, timeline, histogram)]
+    if isinstance(node, Aggregate):
+        keep = (*node.by, LE_LABEL) if histogram else node.by
+        return _aggregate(node.op, keep, evaluate(node.arg, data, timeline, histogram))
+    return _quantiles(node.q, evaluate(node.arg, data, timeline, True))
+
+
+def _rate(series: Series, timeline: Timeline) -> Series:
+    precision, now = timeline.precision, timeline.now
+    out: list[Value] = []
+    for start, value in zip(timeline.starts, series.values, strict=True):
+        if value is None:
+            out.append(None)
+        elif start <= now < start + precision:  # the unfinished slice: only its elapsed part
+            out.append(value / max(now - start, 1.0))
+        else:
+            out.append(value / precision)
+    return Series(series.name, series.labels, out)
+
+
+def _combine(op: str, column: list[float]) -> Value:
+    if not column:
+        return None
+    if op == "sum":
+        return math.fsum(column)
+    if op == "avg":
+        return math.fsum(column) / len(column)
+    if op == "max":
+        return max(column)
+    if op == "min":
+        return min(column)
+    return float(len(column))  # count: series with a value in this slice
+
+
+def _aggregate(op: str, keep: tuple[str, ...], series: list[Series]) -> list[Series]:
+    groups: dict[tuple[str, ...], list[Series]] = {}
+    for s in series:
+        groups.setdefault(tuple(s.labels.get(k, "") for k in keep), []).append(s)
+    out = []
+    for key, members in sorted(groups.items()):
+        names = {m.name for m in members}
+        labels = {k: v for k, v in zip(keep, key, strict=True) if v}
+        values = [
+            _combine(op, [v for v in column if v is not None])
+            for column in zip(*(m.values for m in members), strict=True)
+        ]
+        out.append(Series(names.pop() if len(names) == 1 else "", labels, values))
+    return out
+
+
+def _quantiles(q: float, buckets: list[Series]) -> list[Series]:
+    groups: dict[tuple[str, tuple[tuple[str, str], ...]], list[tuple[float, Series]]] = {}
+    for s in buckets:
+        try:
+            bound = parse_bound(s.labels.get(LE_LABEL, ""))
+        except ValueError:
+            continue  # not a bucket series (no or bad le label): nothing to interpolate
+        rest = tuple(sorted((k, v) for k, v in s.labels.items() if k != LE_LABEL))
+        groups.setdefault((s.name, rest), []).append((bound, s))
+    out = []
+    for (name, rest), members in sorted(groups.items()):
+        members.sort(key=lambda member: member[0])
+        bounds = [bound for bound, _ in members]
+        values = [
+            quantile(q, bounds, column)
+            for column in zip(*(s.values for _, s in members), strict=True)
+        ]
+        out.append(Series(f"p{q * 100:g} {name}".rstrip(), dict(rest), values))
+    return out
+
+
+def quantile(q: float, bounds: Sequence[float], counts: Sequence[Value]) -> Value:
+    """Prometheus' estimate from non-cumulative bucket counts: linear inside the bucket that
+    holds rank q, lower bound 0 for the first bucket, the highest finite bound for +Inf."""
+    present = [c for c in counts if c is not None]
+    if not present:
+        return None
+    total = math.fsum(present)
+    if total <= 0:
+        return None
+    rank = q * total
+    cumulative, lower = 0.0, 0.0
+    for bound, count in zip(bounds, counts, strict=True):
+        count = count or 0.0
+        if count > 0 and cumulative + count >= rank:
+            if math.isinf(bound):
+                return lower
+            return lower + (bound - lower) * (rank - cumulative) / count
+        cumulative += count
+        if not math.isinf(bound):
+            lower = bound
+    return lower

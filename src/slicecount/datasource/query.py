@@ -1,0 +1,311 @@
+"""The query language of targets: a PromQL-like subset. Pure: parsing only.
+
+    http.requests{status=~"5..",route!="/health"}
+    rate(http.requests)
+    sum by (status) (rate(http.requests{method="GET"}))
+    histogram_quantile(0.95, http.request.duration{route="/"})
+
+Targets arrive interpolated by Grafana in its regex format, so a metric name may be escaped
+(``http\\.requests``) or an alternation (``(a|b)``), or a glob list (``{a,b}``); all three name
+one or more metrics. Regex matchers are anchored and run on RE2 (linear time).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import re2
+
+from slicecount.errors import QueryError
+
+MAX_REGEX_LENGTH = 1000
+"""Longest regex accepted in a matcher or a metric-name pattern."""
+MAX_QUERY_LENGTH = 4000
+"""Longest target string accepted."""
+AGGREGATIONS = ("sum", "avg", "max", "min", "count")
+_RE2_OPTIONS = re2.Options()
+_RE2_OPTIONS.log_errors = False
+_RE2_OPTIONS.max_mem = 8 << 20
+
+_TOKEN = re.compile(
+    r"""\s*(?:
+      (?P<string>"(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*')
+    | (?P<number>\d+(?:\.\d*)?(?:[eE][-+]?\d+)?|\.\d+)
+    | (?P<op>=~|!~|!=|=|<|>)
+    | (?P<punct>[(){},|])
+    | (?P<name>(?:[A-Za-z_:]|\\.)(?:[A-Za-z0-9_.:\-]|\\.)*)
+    )""",
+    re.VERBOSE,
+)
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.:-]*\Z")
+_LABEL = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+
+def compile_regex(pattern: str) -> Any:
+    """An anchored RE2 regex, or QueryError naming the pattern."""
+    if len(pattern) > MAX_REGEX_LENGTH:
+        raise QueryError(
+            f"regex is {len(pattern)} characters long, more than the limit of {MAX_REGEX_LENGTH}"
+        )
+    try:
+        return re2.compile(f"(?:{pattern})", _RE2_OPTIONS)
+    except Exception as exc:
+        raise QueryError(f"invalid regex {pattern!r}: {exc}") from None
+
+
+def unescape(text: str) -> str:
+    """Drop Grafana's regex escaping (``\\.`` -> ``.``)."""
+    return re.sub(r"\\(.)", r"\1", text) if "\\" in text else text
+
+
+@dataclass(frozen=True)
+class Matcher:
+    """``label op value``; ops ``=`` ``!=`` ``=~`` ``!~`` ``<`` ``>``."""
+
+    label: str
+    op: str
+    value: str
+    regex: Any = field(default=None, compare=False, repr=False)
+
+    @classmethod
+    def make(cls, label: str, op: str, value: str) -> Matcher:
+        if not _LABEL.match(label):
+            raise QueryError(f"invalid label name {label!r} in a matcher")
+        if op in ("=~", "!~"):
+            return cls(label, op, value, compile_regex(value))
+        if op in ("<", ">"):
+            try:
+                float(value)
+            except ValueError:
+                raise QueryError(f"{label}{op}{value!r}: '<' and '>' need a number") from None
+        if op not in ("=", "!=", "<", ">"):
+            raise QueryError(f"unknown matcher operator {op!r}")
+        return cls(label, op, value)
+
+    def matches(self, labels: dict[str, str]) -> bool:
+        actual = labels.get(self.label, "")
+        op = self.op
+        if op == "=":
+            return actual == self.value
+        if op == "!=":
+            return actual != self.value
+        if op == "=~":
+            return self.regex.fullmatch(actual) is not None
+        if op == "!~":
+            return self.regex.fullmatch(actual) is None
+        try:
+            number = float(actual)
+        except ValueError:
+            return False
+        return number < float(self.value) if op == "<" else number > float(self.value)
+
+
+@dataclass(frozen=True)
+class Selector:
+    """One or more metric names and the matchers their series must satisfy."""
+
+    names: tuple[str, ...]
+    matchers: tuple[Matcher, ...] = ()
+
+    def matches(self, labels: dict[str, str]) -> bool:
+        return all(m.matches(labels) for m in self.matchers)
+
+
+@dataclass(frozen=True)
+class Rate:
+    """Per-second rate of each slice's count."""
+
+    arg: Node
+
+
+@dataclass(frozen=True)
+class Aggregate:
+    """``op by (labels) (arg)``, pointwise over the series of each group."""
+
+    op: str
+    by: tuple[str, ...]
+    arg: Node
+
+
+@dataclass(frozen=True)
+class Quantile:
+    """``histogram_quantile(q, h)``: h names a histogram (its ``.bucket`` series are read)."""
+
+    q: float
+    arg: Node
+
+
+Node = Selector | Rate | Aggregate | Quantile
+
+
+def selectors(node: Node) -> list[Selector]:
+    """Every selector of a tree, left to right."""
+    if isinstance(node, Selector):
+        return [node]
+    return selectors(node.arg)
+
+
+def with_matchers(node: Node, extra: tuple[Matcher, ...]) -> Node:
+    """The same tree with ``extra`` matchers added to every selector (ad-hoc filters)."""
+    if not extra:
+        return node
+    if isinstance(node, Selector):
+        return Selector(node.names, node.matchers + extra)
+    if isinstance(node, Rate):
+        return Rate(with_matchers(node.arg, extra))
+    if isinstance(node, Aggregate):
+        return Aggregate(node.op, node.by, with_matchers(node.arg, extra))
+    return Quantile(node.q, with_matchers(node.arg, extra))
+
+
+def parse(text: str) -> Node:
+    """Parse a target; QueryError with the position of the first problem."""
+    if not isinstance(text, str) or not text.strip():
+        raise QueryError("empty query: expected a metric name such as http.requests")
+    if len(text) > MAX_QUERY_LENGTH:
+        raise QueryError(f"query is {len(text)} characters long (limit {MAX_QUERY_LENGTH})")
+    parser = _Parser(text)
+    node = parser.expression()
+    parser.expect_end()
+    return node
+
+
+class _Parser:
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.tokens: list[tuple[str, str, int]] = []
+        pos = 0
+        while pos < len(text):
+            if text[pos:].isspace():
+                break
+            match = _TOKEN.match(text, pos)
+            if match is None or match.end() == pos:
+                raise QueryError(f"unexpected character {text[pos:].lstrip()[:1]!r} at {pos}")
+            kind = match.lastgroup or ""
+            self.tokens.append((kind, match.group(kind), match.start(kind)))
+            pos = match.end()
+        self.i = 0
+
+    def peek(self, offset: int = 0) -> tuple[str, str, int]:
+        index = self.i + offset
+        return self.tokens[index] if index < len(self.tokens) else ("end", "", len(self.text))
+
+    def take(self, kind: str, value: str | None = None) -> str:
+        got_kind, got, pos = self.peek()
+        if got_kind != kind or (value is not None and got != value):
+            want = repr(value) if value is not None else kind
+            found = repr(got) if got_kind != "end" else "the end"
+            raise QueryError(f"expected {want} at {pos}, found {found} in {self.text!r}")
+        self.i += 1
+        return got
+
+    def expect_end(self) -> None:
+        kind, value, pos = self.peek()
+        if kind != "end":
+            raise QueryError(f"unexpected {value!r} at {pos} in {self.text!r}")
+
+    def expression(self) -> Node:
+        kind, value, _ = self.peek()
+        if kind == "name" and (self.peek(1)[1] == "(" or value in AGGREGATIONS):
+            return self.function(value)
+        return self.selector()
+
+    def function(self, name: str) -> Node:
+        pos = self.peek()[2]
+        self.take("name")
+        if name in AGGREGATIONS:
+            by = self.by_clause()
+            self.take("punct", "(")
+            arg = self.expression()
+            self.take("punct", ")")
+            if not by:
+                by = self.by_clause()
+            return Aggregate(name, by, arg)
+        self.take("punct", "(")
+        if name == "rate":
+            node: Node = Rate(self.expression())
+        elif name == "histogram_quantile":
+            q = float(self.take("number"))
+            if not 0 <= q <= 1:
+                raise QueryError(f"histogram_quantile needs 0 <= q <= 1, got {q}")
+            self.take("punct", ",")
+            node = Quantile(q, self.expression())
+        else:
+            raise QueryError(
+                f"unknown function {name!r} at {pos}: expected rate, sum, avg, max, min, "
+                "count or histogram_quantile"
+            )
+        self.take("punct", ")")
+        return node
+
+    def by_clause(self) -> tuple[str, ...]:
+        if self.peek()[:2] != ("name", "by"):
+            return ()
+        self.take("name")
+        self.take("punct", "(")
+        labels = [self.label()]
+        while self.peek()[1] == ",":
+            self.take("punct")
+            labels.append(self.label())
+        self.take("punct", ")")
+        return tuple(labels)
+
+    def label(self) -> str:
+        label = self.take("name")
+        if not _LABEL.match(label):
+            raise QueryError(f"invalid label name {label!r}")
+        return label
+
+    def selector(self) -> Selector:
+        kind, value, pos = self.peek()
+        if kind == "name":
+            self.i += 1
+            names: tuple[str, ...] = (self.metric_name(unescape(value), pos),)
+        elif value == "(":  # Grafana's multi-value interpolation: (a|b|c)
+            names = self.name_list("(", "|", ")")
+        elif value == "{" and self.peek(2)[1] in (",", "}"):  # the :glob format: {a,b}
+            names = self.name_list("{", ",", "}")
+        else:
+            found = repr(value) if kind != "end" else "the end"
+            raise QueryError(f"expected a metric name at {pos}, found {found} in {self.text!r}")
+        matchers: list[Matcher] = []
+        if self.peek()[1] == "{":
+            self.take("punct", "{")
+            while self.peek()[1] != "}":
+                label = self.label()
+                op = self.take("op")
+                matchers.append(Matcher.make(label, op, self.string(op)))
+                if self.peek()[1] != ",":
+                    break
+                self.take("punct", ",")
+            self.take("punct", "}")
+        return Selector(names, tuple(matchers))
+
+    def name_list(self, open_: str, separator: str, close: str) -> tuple[str, ...]:
+        self.take("punct", open_)
+        names = []
+        while True:
+            _, value, pos = self.peek()
+            self.take("name")
+            names.append(self.metric_name(unescape(value), pos))
+            if self.peek()[1] == close:
+                break
+            self.take("punct", separator)
+        self.take("punct", close)
+        return tuple(dict.fromkeys(names))
+
+    def metric_name(self, name: str, pos: int) -> str:
+        if not _NAME.match(name):
+            raise QueryError(f"invalid metric name {name!r} at {pos}")
+        return name
+
+    def string(self, op: str) -> str:
+        raw = self.take("string")
+        body = raw[1:-1]
+        if op in ("=~", "!~"):
+            # Keep regex escapes (\. \d ...); only the quote itself is unescaped.
+            return body.replace('\\"', '"').replace("\\'", "'")
+        # Exact matchers: Grafana's regex interpolation escapes . / { } ... - undo it.
+        return unescape(body)
