@@ -2,7 +2,7 @@
 precisions at once (the *Redis in Action* §5.2 counters pattern)."""
 
 from slicecount.config import Settings
-from slicecount.default import configure, event, get_recorder
+from slicecount.default import annotate, configure, event, get_recorder
 from slicecount.errors import ConfigurationError, QueryError, SlicecountError, StoreError
 from slicecount.recorder import Recorder, close_all
 from slicecount.series import encode as series_id
@@ -22,6 +22,7 @@ __all__ = [
     "Store",
     "StoreError",
     "__version__",
+    "annotate",
     "close_all",
     "configure",
     "event",

@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import random
+import sys
 import time
+from collections.abc import Callable
+from typing import Any
 
 import click
 
+from slicecount.config import Settings
 from slicecount.embedded import EmbeddedRedis
+from slicecount.errors import SlicecountError
 from slicecount.recorder import Recorder
 from slicecount.store import Store
 
@@ -22,6 +28,88 @@ def main(verbose: int) -> None:
     """slicecount: counters over time in Redis, at seven precisions at once."""
     level = logging.WARNING - 10 * verbose
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+
+SETTINGS_OPTIONS = ("redis_url", "prefix", "precisions", "retention", "shards")
+"""Settings given as options; each defaults to its SLICECOUNT_* variable, e.g. --redis-url to
+SLICECOUNT_REDIS_URL."""
+
+
+def settings_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """The Settings every command shares, as options that default to ``SLICECOUNT_*``."""
+    options = [
+        click.option(
+            "--redis-url", help="redis://, rediss:// or unix:// URL [SLICECOUNT_REDIS_URL]"
+        ),
+        click.option("--prefix", help="key prefix [SLICECOUNT_PREFIX]"),
+        click.option(
+            "--precisions", help="slice lengths in seconds, e.g. 1,5,60 [SLICECOUNT_PRECISIONS]"
+        ),
+        click.option(
+            "--retention", help="slices kept: 120, or 1=300,60=1440 [SLICECOUNT_RETENTION]"
+        ),
+        click.option("--shards", type=int, help="registry shards [SLICECOUNT_SHARDS]"),
+    ]
+
+    @functools.wraps(command)
+    def wrapper(**kwargs: Any) -> Any:
+        given = {
+            k: kwargs.pop(k) for k in ("redis_url", "prefix", "precisions", "retention", "shards")
+        }
+        if "token" in kwargs:
+            given["token"] = kwargs.pop("token")
+        try:
+            settings = Settings.from_env(**given)
+        except SlicecountError as exc:
+            raise click.BadParameter(str(exc)) from None
+        return command(settings=settings, **kwargs)
+
+    for option in reversed(options):
+        wrapper = option(wrapper)
+    return wrapper
+
+
+@main.command()
+@settings_options
+@click.option("--token", help="require this bearer token / basic password [SLICECOUNT_TOKEN]")
+@click.option("--host", default="127.0.0.1", show_default=True, help="address to listen on")
+@click.option("--port", default=8080, show_default=True, help="port to listen on")
+@click.option("--workers", default=1, show_default=True, help="uvicorn worker processes")
+def datasource(settings: Settings, host: str, port: int, workers: int) -> None:
+    """Serve the Grafana JSON datasource (simpod-json-datasource or SimpleJSON)."""
+    import uvicorn
+
+    from slicecount.datasource.app import create_app
+
+    click.echo(f"slicecount datasource on http://{host}:{port}/ reading {settings.redis_url}")
+    if workers > 1:  # uvicorn needs an import string to start several processes
+        uvicorn.run(
+            "slicecount.datasource.app:from_env", factory=True, host=host, port=port,
+            workers=workers, log_level="warning", env_file=None,
+        )  # fmt: skip
+        return
+    uvicorn.run(create_app(settings), host=host, port=port, log_level="warning")
+
+
+@main.command()
+@settings_options
+@click.argument("text")
+@click.option("--tag", "tags", multiple=True, help="a tag (repeat for several), e.g. deploy")
+@click.option("--title", default="", help="short title (default: the first line of TEXT)")
+@click.option("--time", "when", type=float, default=None, help="epoch seconds (default: now)")
+@click.option("--end", type=float, default=None, help="epoch seconds the event ended")
+def annotate(
+    settings: Settings, text: str, tags: tuple[str, ...], title: str, when: float | None,
+    end: float | None,
+) -> None:  # fmt: skip
+    """Record an annotation (a deploy marker...) that Grafana panels show."""
+    with Store(settings) as store:
+        try:
+            annotation = store.annotate(text, tags, when, end, title)
+        except SlicecountError as exc:
+            click.echo(f"error: {exc}", err=True)
+            sys.exit(1)
+    click.echo(f"annotation {annotation['id']} at {annotation['time']} ms: {annotation['title']}")
 
 
 @main.command()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Sequence
 from typing import Any
 
 from slicecount.config import Settings
@@ -69,3 +70,18 @@ def event(name: str, n: int = 1, /, **labels: LabelValue) -> None:
             logger.error("slicecount.event is disabled: %s", exc)
             return
     recorder.add(name, n, labels or None)
+
+
+def annotate(
+    text: str,
+    tags: Sequence[str] = (),
+    when: float | None = None,
+    end: float | None = None,
+    title: str = "",
+) -> dict[str, Any]:
+    """Record an annotation (deploy marker...) through the default Recorder's store, now.
+
+    Unlike ``event()`` this writes at once and raises ``StoreError`` if Redis is unreachable:
+    it is meant for deploy scripts, which want to know.
+    """
+    return get_recorder().store.annotate(text, tags, when, end, title)

@@ -40,7 +40,7 @@ from slicecount.datasource.protocol import (
     visible_targets,
 )
 from slicecount.datasource.reader import Reader
-from slicecount.errors import QueryError, StoreError
+from slicecount.errors import ConfigurationError, QueryError, StoreError
 from slicecount.store_async import AsyncStore
 
 logger = logging.getLogger("slicecount.datasource")
@@ -53,7 +53,7 @@ ANNOTATION_LIMIT = 1000
 def _number(value: float | None) -> float | int | None:
     if value is None:
         return None
-    return int(value) if value.is_integer() else round(value, 6)
+    return int(value) if value.is_integer() else value
 
 
 class Datasource:
@@ -221,7 +221,7 @@ def _endpoint(datasource: Datasource, handler: Handler) -> Callable[[Request], A
             return JSONResponse(await handler(datasource, request, body))
         except LimitExceeded as exc:
             return JSONResponse({"message": str(exc)}, status_code=422)
-        except QueryError as exc:
+        except (QueryError, ConfigurationError) as exc:
             return JSONResponse({"message": str(exc)}, status_code=400)
         except StoreError as exc:
             logger.warning("redis unavailable: %s", exc)

@@ -1,0 +1,129 @@
+"""Bad input gets a clear 4xx with a JSON message, never a 5xx."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from starlette.testclient import TestClient
+
+from tests.datasource.conftest import HOUR, NOW, iso, legacy_body
+
+
+def query(target: str, start: float = NOW - HOUR, end: float = NOW, **extra: Any) -> dict[str, Any]:
+    return legacy_body([{"target": target, "refId": "A"}], start, end, **extra)
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "fragment"),
+    [
+        (query("rate("), 400, "expected a metric name"),
+        (query("frobnicate(http.requests)"), 400, "unknown function 'frobnicate'"),
+        (query('http.requests{route=~"("}'), 400, "invalid regex"),
+        (query('x{a=~"' + "a" * 1001 + '"}'), 400, "limit of 1000"),
+        (query("http.requests", NOW, NOW - 60), 400, "is after"),
+        (query("http.requests", 0, NOW * 10), 422, "days, more than the limit"),
+        (query("http.requests", intervalMs="fast"), 400, "'intervalMs'"),
+        ({**query("x"), "range": {"from": "yesterday", "to": iso(NOW)}}, 400, "ISO-8601"),
+        ({**query("x"), "range": "now-1h"}, 400, "'range' must be a JSON object"),
+        ({**query("x"), "targets": "http.requests"}, 400, "'targets' must be a list"),
+        ({**query("x"), "targets": [5]}, 400, "targets[0] must be a JSON object"),
+        ({**query("x"), "targets": [{"target": 5}]}, 400, "targets[0].target must be a string"),
+        (legacy_body([{"target": "x"}] * 6, NOW - 60, NOW), 422, "6 targets"),
+        (query("http.requests", NOW - 86400, NOW, maxDataPoints=0, intervalMs=0), 200, ""),
+        ({**query("x"), "targets": [{"target": "x", "payload": {"precision": "7"}}]}, 400,
+         "unknown precision 7"),
+        ({**query("x"), "targets": [{"target": "x", "payload": {"function": "median"}}]}, 400,
+         "payload.function"),
+        ({**query("x"), "adhocFilters": [{"key": "a", "operator": "~~", "value": "b"}]}, 400,
+         "unknown matcher operator"),
+        ({**query("x"), "adhocFilters": "route=/"}, 400, "ad-hoc filters must be a list"),
+    ],
+)  # fmt: skip
+def test_bad_queries_are_4xx_with_a_message(
+    client: TestClient, body: dict[str, Any], status: int, fragment: str
+) -> None:
+    response = client.post("/query", json=body)
+    assert response.status_code == status, response.text
+    if status != 200:
+        assert fragment in response.json()["message"]
+
+
+def test_limits_on_series_and_points(client: TestClient) -> None:
+    # the fixture's limits: 50 series per query, 2000 points per series
+    points = client.post(
+        "/query", json=query("db.queries", NOW - 86400, NOW, maxDataPoints=100_000, intervalMs=1)
+    )
+    assert points.status_code == 200  # auto precision keeps within the limit
+    pinned = legacy_body(
+        [{"target": "db.queries", "payload": {"precision": "60"}}], NOW - 5 * 86400, NOW
+    )
+    response = client.post("/query", json=pinned)
+    assert response.status_code == 422
+    assert "points per series" in response.json()["message"]
+
+
+def test_series_limit(client: TestClient, store: Any) -> None:
+    store.apply({f'many{{i="{i}"}}': {NOW - 10: 1} for i in range(60)})
+    response = client.post("/query", json=query("many"))
+    assert response.status_code == 422
+    assert "more than 50 series" in response.json()["message"]
+    assert client.post("/query", json=query("sum(many)")).status_code == 422
+    assert client.post("/query", json=query('many{i=~"1."}')).status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("raw", "fragment"),
+    [
+        (b"{not json", "not valid JSON"),
+        (b"[1, 2]", "must be a JSON object"),
+        (b'"text"', "must be a JSON object"),
+        (b"\xff\xfe", "not valid JSON"),
+    ],
+)
+def test_malformed_bodies(client: TestClient, raw: bytes, fragment: str) -> None:
+    for path in ("/query", "/search", "/metrics", "/variable", "/tag-values", "/annotations"):
+        response = client.post(path, content=raw, headers={"content-type": "application/json"})
+        assert response.status_code == 400, (path, response.text)
+        assert fragment in response.json()["message"]
+
+
+def test_body_size_limit(client: TestClient) -> None:
+    big = query("http.requests")
+    big["padding"] = "x" * 30_000
+    response = client.post("/query", json=big)
+    assert response.status_code == 400
+    assert "more than the limit of 20000" in response.json()["message"]
+
+
+def test_unknown_paths_and_methods(client: TestClient) -> None:
+    response = client.post("/nope", json={})
+    assert response.status_code == 404 and "no such endpoint" in response.json()["message"]
+    response = client.get("/query")
+    assert response.status_code == 405 and response.json()["message"]
+
+
+def test_wrong_types_in_pickers(client: TestClient) -> None:
+    assert client.post("/tag-values", json={"key": 5}).status_code == 400
+    assert (
+        client.post("/metric-payload-options", json={"metric": 1, "name": "x"}).status_code == 400
+    )
+    assert client.post("/variable", json={"payload": {"target": ["x"]}}).status_code == 400
+    assert client.post("/variable", json={"payload": "x"}).status_code == 400
+    assert (
+        client.post("/variable", json={"payload": {"target": "label_values(x, )"}}).status_code
+        == 400
+    )
+    assert client.post("/annotations", json={"range": {"from": 1, "to": 0}}).status_code == 400
+
+
+def test_redis_down_is_503_not_500(ds_settings: Any) -> None:
+    from slicecount.config import Settings
+    from slicecount.datasource.app import create_app
+
+    settings = Settings(redis_url="redis://127.0.0.1:1/0", socket_timeout=0.5)
+    with TestClient(create_app(settings)) as client:
+        response = client.post("/query", json=query("http.requests"))
+        assert response.status_code == 503
+        assert "redis unavailable" in response.json()["message"]
+        assert client.get("/").status_code == 200
