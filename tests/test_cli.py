@@ -1,10 +1,16 @@
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
+import time
 
+import httpx2 as httpx
 from click.testing import CliRunner
 
 from slicecount.cli import main
+from slicecount.embedded import EmbeddedRedis, free_port
+from slicecount.store import Store
 
 
 def test_demo_reads_back_every_event_at_every_precision() -> None:
@@ -18,3 +24,53 @@ def test_demo_reads_back_every_event_at_every_precision() -> None:
     assert len(sums) == 7
     assert sums == [recorded] * 7
     assert "precision      1 s: 6 series, 60 slices" in result.output
+
+
+def test_annotate_records_a_marker(store: Store, redis_server: EmbeddedRedis) -> None:
+    result = CliRunner().invoke(
+        main,
+        ["annotate", "--redis-url", redis_server.url, "--tag", "deploy", "--tag", "api",
+         "--time", "1700000000", "deployed v2\nwith details"],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "deployed v2" in result.output
+    (annotation,) = store.annotations(1_699_999_999, 1_700_000_001)
+    assert annotation["tags"] == ["deploy", "api"]
+    assert annotation["title"] == "deployed v2"
+    assert annotation["text"] == "deployed v2\nwith details"
+
+
+def test_bad_settings_are_usage_errors() -> None:
+    result = CliRunner().invoke(main, ["annotate", "--redis-url", "http://x", "text"])
+    assert result.exit_code == 2
+    assert "unknown redis URL scheme 'http'" in result.output
+
+
+def test_datasource_command_serves_http(redis_server: EmbeddedRedis, store: Store) -> None:
+    store.incr("served", 3)
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "slicecount.cli", "datasource", "--redis-url", redis_server.url,
+         "--port", str(port), "--token", "t0k"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                health = httpx.get(f"http://127.0.0.1:{port}/", timeout=2)
+                break
+            except httpx.TransportError:
+                assert time.monotonic() < deadline, "datasource did not start"
+                time.sleep(0.1)
+        assert health.status_code == 200
+        names = httpx.post(
+            f"http://127.0.0.1:{port}/search", json={}, headers={"Authorization": "Bearer t0k"}
+        )
+        assert names.json() == ["served"]
+        assert httpx.post(f"http://127.0.0.1:{port}/search", json={}).status_code == 401
+    finally:
+        process.terminate()
+        process.wait(timeout=20)
+        assert process.stdout is not None
+        process.stdout.close()

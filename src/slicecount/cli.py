@@ -162,3 +162,7 @@ def _print_precision(store: Store, precision: int, start: int, end: int) -> None
     for slice_start, total in shown[-6:]:
         stamp = time.strftime("%Y-%m-%d %H:%M:%SZ", time.gmtime(slice_start))
         click.echo(f"    {stamp}  {total:>7}")
+
+
+if __name__ == "__main__":
+    main()
