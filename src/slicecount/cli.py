@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import logging
 import random
+import signal
 import sys
 import time
 from collections.abc import Callable
@@ -26,7 +27,7 @@ DEMO_ROUTES = (("GET", "/", 0.55), ("GET", "/users/{id}", 0.3), ("POST", "/order
 @click.option("-v", "--verbose", count=True, help="More log output (-vv for debug).")
 def main(verbose: int) -> None:
     """slicecount: counters over time in Redis, at seven precisions at once."""
-    level = logging.WARNING - 10 * verbose
+    level = logging.INFO - 10 * verbose
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
 
@@ -110,6 +111,49 @@ def annotate(
             click.echo(f"error: {exc}", err=True)
             sys.exit(1)
     click.echo(f"annotation {annotation['id']} at {annotation['time']} ms: {annotation['title']}")
+
+
+@main.command()
+@settings_options
+@click.option("--interval", default=60.0, show_default=True, help="seconds between passes")
+@click.option("--once", is_flag=True, help="one pass with every precision due, then exit (cron)")
+@click.option("--now", "now", type=float, default=None, help="trim as if the clock read EPOCH")
+@click.option("--sweep-every", default=60, show_default=True, help="full trim every N passes")
+def cleaner(
+    settings: Settings, interval: float, once: bool, now: float | None, sweep_every: int
+) -> None:
+    """Trim samples past retention and forget emptied counters (a sidecar daemon)."""
+    from slicecount.cleaner import Cleaner
+
+    clock: Callable[[], float] = time.time
+    if now is not None:  # pinned at start, then advancing with the real clock
+        offset = now - time.time()
+        clock = lambda: time.time() + offset  # noqa: E731
+    store = Store(settings)
+    worker = Cleaner(store, interval, clock=clock, sweep_every=sweep_every)
+    signals = []
+
+    def on_signal(signum: int, frame: object) -> None:
+        signals.append(signum)
+        if len(signals) > 1:  # a second signal: stop now
+            raise SystemExit(1)
+        logging.getLogger("slicecount.cleaner").info("signal %d: finishing the chunk", signum)
+        worker.stop()
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        if once:
+            try:
+                worker.run_once(every_precision=True)
+            except SlicecountError as exc:
+                click.echo(f"error: {exc}", err=True)
+                sys.exit(1)
+        else:
+            worker.run()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        store.close()
 
 
 @main.command()

@@ -65,6 +65,22 @@ class KeySpace:
         """The registry of a series and its (precision, member, hash key) at each precision."""
         return _layout(self, series_id, precisions)
 
+    def counter_prefix(self, shard: int = 0) -> str:
+        """What ``counter_for_member`` puts before a registry member (for the trim script)."""
+        return self.counter_for_member(shard, "")
+
+    def cleaner_cutoffs(self) -> str:
+        """HASH precision -> the cutoff the last complete cleaner pass trimmed to."""
+        return (
+            f"{self.prefix}cleaner:cutoffs"
+            if self.shards == 1
+            else f"{self.prefix}cleaner:cutoffs:{{0}}"
+        )
+
+    def cleaner_lease(self, pass_index: int) -> str:
+        """The lease that elects the one cleaner doing pass ``pass_index``."""
+        return f"{self.prefix}cleaner:lease:{pass_index}"
+
     def annotations(self) -> str:
         """The ZSET of annotations (deploy markers...): score = time in epoch ms."""
         if self.shards == 1:

@@ -27,11 +27,21 @@ SCAN_COUNT = 1000
 """COUNT hint for ZSCAN walks."""
 
 
+@dataclass(frozen=True)
+class ScriptCall:
+    """A call of one of the package's Lua scripts (sent as EVALSHA)."""
+
+    name: str
+    keys: tuple[str, ...]
+    args: tuple[Any, ...]
+
+
 @dataclass
 class Batch:
-    """Commands sent in one round trip, inside MULTI/EXEC when ``transaction`` is set."""
+    """Commands sent in one round trip, inside MULTI/EXEC when ``transaction`` is set. A batch
+    holding a script call holds only that call (so it can be re-sent after NOSCRIPT)."""
 
-    commands: list[Command] = field(default_factory=list)
+    commands: list[Any] = field(default_factory=list)
     transaction: bool = False
     # A bulk write: sent as one packed buffer, and replies that are errors come back as exception
     # objects instead of being raised (a refused command inside EXEC does not undo the others, so

@@ -12,3 +12,9 @@ def slice_starts(precision: int, start: float, end: float) -> range:
     """Every slice start from the slice holding ``start`` up to the one holding ``end``."""
     first = slice_start(start, precision)
     return range(first, slice_start(end, precision) + 1, precision)
+
+
+def oldest_kept(precision: int, retention: int, now: float) -> int:
+    """Start of the oldest slice inside retention at ``now``: the current slice and the
+    ``retention - 1`` before it are kept."""
+    return slice_start(now, precision) - (retention - 1) * precision

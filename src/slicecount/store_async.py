@@ -10,11 +10,20 @@ import redis
 import redis.asyncio as aioredis
 
 from slicecount import operations as ops
+from slicecount import trimming
 from slicecount.config import Settings
 from slicecount.errors import StoreError
 from slicecount.operations import Batch, Operation
 from slicecount.series import Labels
-from slicecount.store import Clock, StoreBase, client_options, exec_replies, pack_transaction
+from slicecount.store_base import (
+    SCRIPTS,
+    Clock,
+    StoreBase,
+    client_options,
+    exec_replies,
+    pack_transaction,
+    wire_command,
+)
 
 
 class AsyncStore(StoreBase):
@@ -36,10 +45,26 @@ class AsyncStore(StoreBase):
         if batch.bulk:
             return await self._execute_bulk(batch)
         try:
+            return await self._execute_pipeline(batch)
+        except redis.exceptions.NoScriptError:
+            await self._load_scripts()  # a restarted or flushed server: load and send again
+            return await self._execute_pipeline(batch)
+
+    async def _load_scripts(self) -> None:
+        try:
+            for source in SCRIPTS.values():
+                await self.client.script_load(source)
+        except redis.RedisError as exc:
+            raise StoreError(f"redis at {self.settings.redis_url}: {exc}") from exc
+
+    async def _execute_pipeline(self, batch: Batch) -> list[Any]:
+        try:
             async with self.client.pipeline(transaction=batch.transaction) as pipe:
                 for command in batch.commands:
-                    pipe.execute_command(*command)
+                    pipe.execute_command(*wire_command(command))
                 return await pipe.execute()
+        except redis.exceptions.NoScriptError:
+            raise
         except redis.RedisError as exc:
             raise StoreError(f"redis at {self.settings.redis_url}: {exc}") from exc
 
@@ -143,6 +168,40 @@ class AsyncStore(StoreBase):
         """Annotations from ``start`` to ``end`` (epoch seconds) having all ``tags``."""
         result: list[dict[str, Any]] = await self._run(self._annotations_op(start, end, limit))
         return [a for a in result if set(tags) <= set(a.get("tags", ()))]
+
+    async def trim_chunk(
+        self,
+        precision: int,
+        start: str | None,
+        chunk: int,
+        mode: str,
+        cutoff: int,
+        first: int,
+        shard: int = 0,
+    ) -> trimming.TrimChunk:
+        """One atomic trim of up to ``chunk`` hashes of ``precision`` (the cleaner's step)."""
+        result: trimming.TrimChunk = await self._run(
+            self._trim_op(shard, precision, start, chunk, mode, cutoff, first)
+        )
+        return result
+
+    async def acquire_lease(self, pass_index: int, owner: str, ttl_ms: int) -> bool:
+        """True if this caller is the one cleaner to do pass ``pass_index``."""
+        result: bool = await self._run(trimming.acquire_lease(self.keys, pass_index, owner, ttl_ms))
+        return result
+
+    async def cleaner_cutoffs(self) -> dict[int, int]:
+        """precision -> the cutoff the last complete cleaner pass trimmed to."""
+        result: dict[int, int] = await self._run(trimming.cutoffs(self.keys))
+        return result
+
+    async def save_cleaner_cutoff(self, precision: int, cutoff: int) -> None:
+        await self._run(trimming.save_cutoff(self.keys, precision, cutoff))
+
+    async def trim_annotations(self, before: float) -> int:
+        """Drop annotations older than ``before`` (epoch seconds); return how many."""
+        result: int = await self._run(trimming.trim_annotations(self.keys, int(before * 1000)))
+        return result
 
     async def delete(self, name: str, labels: Labels | None = None) -> int:
         """Remove a metric (or one labelled series of it); return how many hashes went."""

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
+from slicecount import slices
 from slicecount.config import Settings
-from slicecount.slices import slice_start
 
 
 def oldest_kept(settings: Settings, precision: int, now: float) -> int:
     """Start of the oldest slice still inside retention at ``now``."""
-    return slice_start(now, precision) - (settings.retention_for(precision) - 1) * precision
+    return slices.oldest_kept(precision, settings.retention_for(precision), now)
 
 
 def choose_precision(

@@ -1,0 +1,174 @@
+"""The cleaner's loop: lease, passes, chunks, signals. ``run_once()`` is one pass."""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from slicecount.cleaner.plan import (
+    SWEEP_EVERY,
+    annotation_cutoff,
+    due_precisions,
+    pass_index,
+    plan_trim,
+)
+from slicecount.errors import StoreError
+from slicecount.store import Store
+
+logger = logging.getLogger("slicecount.cleaner")
+
+DEFAULT_INTERVAL = 60.0
+"""Seconds between passes (the book's value)."""
+TARGET_CALL_SECONDS = 0.002
+"""Aim of the adaptive chunk size: one trim call should block Redis about this long."""
+MIN_CHUNK, MAX_CHUNK, FIRST_CHUNK = 10, 5000, 100
+
+
+@dataclass
+class PassStats:
+    """The figures of one pass (also written as ``slicecount.cleaner.*`` series)."""
+
+    index: int
+    now: float
+    precisions: list[int] = field(default_factory=list)
+    hashes: int = 0
+    deleted: int = 0
+    removed: int = 0
+    full: int = 0
+    bad: int = 0
+    calls: int = 0
+    slowest_call_ms: float = 0.0
+    annotations: int = 0
+    seconds: float = 0.0
+    interrupted: bool = False
+
+    def series(self) -> dict[str, int]:
+        return {
+            "slicecount.cleaner.passes": 1,
+            "slicecount.cleaner.hashes_scanned": self.hashes,
+            "slicecount.cleaner.fields_deleted": self.deleted,
+            "slicecount.cleaner.hashes_removed": self.removed,
+            "slicecount.cleaner.full_trims": self.full,
+            "slicecount.cleaner.bad_keys": self.bad,
+            "slicecount.cleaner.duration_ms": round(self.seconds * 1000),
+        }
+
+
+class Cleaner:
+    """Trims a store's counters on the book's schedule; safe beside writers and other cleaners."""
+
+    def __init__(
+        self,
+        store: Store,
+        interval: float = DEFAULT_INTERVAL,
+        *,
+        clock: Callable[[], float] = time.time,
+        sweep_every: int = SWEEP_EVERY,
+        owner: str | None = None,
+    ) -> None:
+        if interval <= 0:
+            raise ValueError(f"interval must be > 0 seconds, got {interval!r}")
+        self.store = store
+        self.interval = interval
+        self.clock = clock
+        self.sweep_every = max(1, sweep_every)
+        self.owner = owner or f"{socket.gethostname()}:{os.getpid()}"
+        self.chunk = FIRST_CHUNK
+        self.stopping = threading.Event()
+
+    def stop(self) -> None:
+        """Finish the current chunk, then stop (what SIGTERM does)."""
+        self.stopping.set()
+
+    def run_once(self, every_precision: bool = False) -> PassStats | None:
+        """One pass; None when another cleaner holds this pass's lease."""
+        now = self.clock()
+        index = pass_index(now, self.interval)
+        started = time.perf_counter()
+        lease_ms = max(1000, int(self.interval * 2000))
+        if not self.store.acquire_lease(index, self.owner, lease_ms):
+            logger.info("pass %d is another cleaner's; standing by", index)
+            return None
+        stats = PassStats(index, now)
+        previous = self.store.cleaner_cutoffs()
+        sweep = index % self.sweep_every == 0
+        settings = self.store.settings
+        for precision in due_precisions(settings, index, self.interval, every_precision):
+            trim = plan_trim(settings, precision, now, previous.get(precision), sweep)
+            if trim is None:
+                continue
+            stats.precisions.append(precision)
+            for shard in range(settings.shards):
+                self._walk(trim.precision, trim.mode, trim.cutoff, trim.first, shard, stats)
+                if stats.interrupted:
+                    break
+            if stats.interrupted:
+                break
+            self.store.save_cleaner_cutoff(precision, trim.cutoff)
+        if not stats.interrupted:
+            stats.annotations = self.store.trim_annotations(annotation_cutoff(settings, now))
+        stats.seconds = time.perf_counter() - started
+        self._record(stats)
+        logger.info(
+            "pass %d%s: precisions %s, %d hashes, %d fields deleted, %d hashes forgotten, "
+            "%d full trims, %d bad keys, %d annotations, %d calls (slowest %.1f ms), %.2f s",
+            index, " (interrupted)" if stats.interrupted else "", stats.precisions,
+            stats.hashes, stats.deleted, stats.removed, stats.full, stats.bad,
+            stats.annotations, stats.calls, stats.slowest_call_ms, stats.seconds,
+        )  # fmt: skip
+        return stats
+
+    def _walk(
+        self, precision: int, mode: str, cutoff: int, first: int, shard: int, stats: PassStats
+    ) -> None:
+        start: str | None = None
+        while True:
+            if self.stopping.is_set():
+                stats.interrupted = True
+                return
+            began = time.perf_counter()
+            chunk = self.store.trim_chunk(precision, start, self.chunk, mode, cutoff, first, shard)
+            elapsed = time.perf_counter() - began
+            stats.calls += 1
+            stats.slowest_call_ms = max(stats.slowest_call_ms, elapsed * 1000)
+            stats.hashes += chunk.scanned
+            stats.deleted += chunk.deleted
+            stats.removed += chunk.removed
+            stats.full += chunk.full
+            if chunk.bad:
+                stats.bad += len(chunk.bad)
+                logger.warning("skipped bad data: %s", "; ".join(chunk.bad))
+            self._adapt(elapsed, chunk.scanned)
+            if chunk.next_start is None:
+                return
+            start = chunk.next_start
+
+    def _adapt(self, elapsed: float, scanned: int) -> None:
+        """Size the next chunk so one call blocks Redis about TARGET_CALL_SECONDS."""
+        if scanned < self.chunk:
+            return  # a short last chunk says nothing about the rate
+        wanted = self.chunk * TARGET_CALL_SECONDS / max(elapsed, 1e-4)
+        # move halfway (geometric) to damp noise
+        self.chunk = int(min(MAX_CHUNK, max(MIN_CHUNK, (self.chunk * wanted) ** 0.5)))
+
+    def _record(self, stats: PassStats) -> None:
+        second = int(stats.now)
+        try:
+            self.store.apply({name: {second: n} for name, n in stats.series().items() if n})
+        except StoreError as exc:
+            logger.warning("could not record the pass figures: %s", exc)
+
+    def run(self) -> None:
+        """Pass after pass until ``stop()``; a failed pass is logged and the next one retried."""
+        while not self.stopping.is_set():
+            try:
+                self.run_once()
+            except StoreError as exc:
+                logger.error("pass failed, retrying next interval: %s", exc)
+            now = self.clock()
+            self.stopping.wait(self.interval - now % self.interval)

@@ -1,0 +1,271 @@
+"""The cleaner against a real Redis: retention, schedule, races, bad data, shutdown."""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+
+import pytest
+import redis
+
+from slicecount.cleaner import Cleaner
+from slicecount.config import Settings
+from slicecount.embedded import EmbeddedRedis
+from slicecount.recorder import Recorder
+from slicecount.slices import oldest_kept, slice_start
+from slicecount.store import Store
+
+NOW = 1_700_006_400  # a multiple of 86400
+
+
+def registry(client: redis.Redis, prefix: str = "") -> set[str]:
+    return {str(member) for member in client.zrange(f"{prefix}known:", 0, -1)}
+
+
+def orphans(client: redis.Redis, prefix: str = "") -> list[str]:
+    """Hashes with data whose registry member is missing (what must never happen)."""
+    known = registry(client, prefix)
+    return [
+        key for key in client.scan_iter(f"{prefix}count:*", count=1000)
+        if key[len(prefix) + len("count:"):] not in known
+    ]  # fmt: skip
+
+
+def test_a_pass_keeps_only_slices_inside_retention(store: Store, redis_client: redis.Redis) -> None:
+    # 300 s of history for "busy", a single old event for "stale"
+    store.apply({"busy": {NOW - s: 1 for s in range(300)}, "stale": {NOW - 200_000: 1}})
+    stats = Cleaner(store, clock=lambda: NOW).run_once(every_precision=True)
+    assert stats is not None and not stats.interrupted
+    for precision in store.settings.precisions:
+        kept = [start for start, _ in store.get("busy", precision)]
+        floor = oldest_kept(precision, 120, NOW)
+        assert kept and min(kept) >= floor and len(kept) <= 120, precision
+        assert max(kept) == slice_start(NOW, precision)
+    assert len(store.get("busy", 1)) == 120
+    assert len(store.get("busy", 5)) == 61  # all 300 s (61 slices of 5 s) fit in retention
+    # "stale" (2.3 days old) survives only where retention reaches back that far (3600 s
+    # slices keep 5 days), and its emptied hashes leave the registry with their data
+    for precision in (1, 5, 60, 300):
+        assert store.get("stale", precision) == []
+        assert not redis_client.exists(f"count:{precision}:stale")
+        assert f"{precision}:stale" not in registry(redis_client)
+    for precision in (3600, 18000, 86400):
+        assert store.get("stale", precision) == [(slice_start(NOW - 200_000, precision), 1)]
+    assert orphans(redis_client) == []
+    assert stats.removed == 4 and stats.deleted > 0
+
+
+def test_retention_per_precision_and_the_newest_retention_slices(
+    settings: Settings, redis_client: redis.Redis
+) -> None:
+    with Store(settings.with_changes(precisions=(1, 60), retention="1=10,60=3")) as store:
+        # future slices (clock skew) count among the newest: at most `retention` are kept
+        store.apply({"x": {NOW + s: 1 for s in range(-30, 20)}})
+        Cleaner(store, clock=lambda: NOW).run_once(every_precision=True)
+        assert [s for s, _ in store.get("x", 1)] == list(range(NOW + 10, NOW + 20))
+        assert len(store.get("x", 60)) == 2  # NOW-60 and NOW; NOW-120 is past retention
+
+
+def test_the_schedule_with_an_injected_clock(store: Store) -> None:
+    store.apply({"s": {NOW - k: 1 for k in range(0, 200_000, 7)}})
+    clock = [float(NOW)]
+    cleaner = Cleaner(store, interval=60, clock=lambda: clock[0], sweep_every=10**9)
+    trimmed: list[list[int]] = []
+    for _ in range(12):
+        clock[0] += 60
+        stats = cleaner.run_once()
+        assert stats is not None
+        trimmed.append(stats.precisions)
+        store.apply({"s": {int(clock[0]) - 1: 1}})
+    for index, precisions in enumerate(trimmed):
+        assert {1, 5, 60} <= set(precisions), index
+    fifth = [i for i, p in enumerate(trimmed) if 300 in p]
+    first_index = (NOW + 60) // 60
+    assert len(fifth) >= 2 and all((first_index + i) % 5 == 0 for i in fifth)
+    assert [b - a for a, b in itertools.pairwise(fifth)] == [5] * (len(fifth) - 1)
+    assert all(3600 not in p or (first_index + i) % 60 == 0 for i, p in enumerate(trimmed))
+
+
+def test_steady_passes_delete_only_what_expired(store: Store, redis_client: redis.Redis) -> None:
+    store.apply({f"m{i}": {NOW - k: 1 for k in range(200)} for i in range(20)})
+    cleaner = Cleaner(store, clock=lambda: NOW + 1, sweep_every=10**9)
+    first = cleaner.run_once(every_precision=True)
+    assert first is not None and first.full == 20 * 7
+    cleaner.clock = lambda: NOW + 61
+    second = cleaner.run_once()
+    assert second is not None and second.full == 0 and second.precisions == [1, 5, 60]
+    # 1 s slices: the 60 that expired in 60 s, deleted by name; 200 s of 5 s and 60 s slices
+    # are all still inside their retention
+    assert second.deleted == 20 * 60
+    for i in range(20):
+        assert [s for s, _ in store.get(f"m{i}", 1)] == list(range(NOW - 58, NOW + 1))
+
+
+def test_late_writes_are_caught_by_the_length_check_and_the_sweep(store: Store) -> None:
+    store.apply({"late": {NOW - k: 1 for k in range(100)}})
+    cleaner = Cleaner(store, clock=lambda: NOW, sweep_every=10**9)
+    cleaner.run_once(every_precision=True)
+    store.apply({"late": {NOW - 5000 - k: 1 for k in range(200)}})  # an old backfill
+    cleaner.clock = lambda: NOW + 60
+    cleaner.run_once()
+    assert min(s for s, _ in store.get("late", 1)) >= oldest_kept(1, 120, NOW + 60)
+
+
+def test_a_lease_elects_one_cleaner_per_pass(settings: Settings) -> None:
+    with Store(settings) as a, Store(settings) as b:
+        first = Cleaner(a, clock=lambda: NOW, owner="a").run_once()
+        second = Cleaner(b, clock=lambda: NOW, owner="b").run_once()
+        assert first is not None and second is None
+        assert Cleaner(b, clock=lambda: NOW + 60, owner="b").run_once() is not None
+
+
+def test_bad_data_is_skipped_and_logged(
+    store: Store, redis_client: redis.Redis, caplog: pytest.LogCaptureFixture
+) -> None:
+    store.apply({"good": {NOW - 1000: 1, NOW: 1}, "odd": {NOW - 1000: 1}})
+    redis_client.hset("count:1:odd", "not-a-slice", "x")
+    redis_client.zadd("known:", {"1:wrongtype": 0})
+    redis_client.set("count:1:wrongtype", "a string")
+    cleaner = Cleaner(store, clock=lambda: NOW)
+    with caplog.at_level(logging.WARNING, logger="slicecount.cleaner"):
+        stats = cleaner.run_once(every_precision=True)
+    assert stats is not None and stats.bad == 2
+    assert "count:1:wrongtype is a string" in caplog.text
+    assert "count:1:odd field not-a-slice" in caplog.text
+    assert redis_client.hgetall("count:1:odd") == {"not-a-slice": "x"}  # left alone
+    assert store.get("good", 1) == [(NOW, 1)]
+    assert redis_client.get("count:1:wrongtype") == "a string"
+    cleaner.clock = lambda: NOW + 60
+    assert cleaner.run_once() is not None  # and the next pass runs as usual
+
+
+def test_annotations_are_trimmed_and_figures_recorded(store: Store) -> None:
+    store.annotate("old", when=NOW - 200 * 86400)
+    store.annotate("recent", when=NOW - 60)
+    stats = Cleaner(store, clock=lambda: NOW).run_once()
+    assert stats is not None and stats.annotations == 1
+    assert [a["text"] for a in store.annotations(0, NOW)] == ["recent"]
+    assert store.get("slicecount.cleaner.passes", 60) == [(slice_start(NOW, 60), 1)]
+    assert sum(n for _, n in store.get("slicecount.cleaner.hashes_scanned", 60)) == stats.hashes
+
+
+def test_writers_and_three_cleaners_race_without_losing_a_slice(
+    settings: Settings, redis_client: redis.Redis
+) -> None:
+    """20 s of writers flushing every 50 ms over changing series, and three cleaners, on a
+    clock running 60x: every slice inside retention at the end equals what was written."""
+    race = settings.with_changes(precisions=(1, 5, 60), retention=5)
+    speed, seconds, start_real = 60.0, 20.0, time.monotonic()
+
+    def clock() -> float:
+        return NOW + (time.monotonic() - start_real) * speed
+
+    expected: Counter[tuple[str, int]] = Counter()  # (series, second) -> count
+    lock = threading.Lock()
+    done = threading.Event()
+
+    def writer(k: int) -> None:
+        with Store(race) as store:
+            recorder = Recorder(store, flush_interval=0.05, clock=clock)
+            i = 0
+            while not done.is_set():
+                now = clock()
+                series = f"race{k}.{int(now // 30) % 7}"  # the set of live series drifts
+                recorder.add(series, 1, now=now)
+                with lock:
+                    expected[(series, int(now))] += 1
+                i += 1
+                time.sleep(0.001)
+            assert recorder.close(timeout=10)
+
+    def cleaner_loop(owner: str) -> None:
+        with Store(race) as store:
+            cleaner = Cleaner(store, interval=5, clock=clock, owner=owner, sweep_every=3)
+            while not done.is_set():
+                cleaner.run_once()
+                time.sleep(0.01)
+
+    threads = [threading.Thread(target=writer, args=(k,)) for k in range(3)]
+    threads += [threading.Thread(target=cleaner_loop, args=(f"c{k}",)) for k in range(3)]
+    for thread in threads:
+        thread.start()
+    time.sleep(seconds)
+    done.set()
+    for thread in threads:
+        thread.join(timeout=60)
+    end = clock()
+    assert orphans(redis_client) == []
+    with Store(race) as store:
+        checked = 0
+        for precision in race.precisions:
+            floor = oldest_kept(precision, 5, end)
+            want: Counter[tuple[str, int]] = Counter()
+            for (series, second), n in expected.items():
+                if slice_start(second, precision) >= floor:
+                    want[(series, slice_start(second, precision))] += n
+            names = {series for series, _ in expected}
+            got: Counter[tuple[str, int]] = Counter()
+            for name in names:
+                for start, n in store.get(name, precision):
+                    if start >= floor:
+                        got[(name, start)] += n
+            assert got == want, precision
+            checked += len(want)
+        assert checked > 0
+
+
+HASHES = 12_000
+
+
+@pytest.fixture
+def big_redis() -> Iterator[EmbeddedRedis]:
+    with EmbeddedRedis() as server:
+        yield server
+
+
+def test_sigterm_mid_pass_exits_cleanly_and_leaves_redis_consistent(
+    big_redis: EmbeddedRedis,
+) -> None:
+    client = redis.Redis.from_url(big_redis.url, decode_responses=True, socket_timeout=120)
+    populate = """
+    local fields = {}
+    for k = 0, 149 do
+      fields[#fields + 1] = string.format('%d', ARGV[2] - k)
+      fields[#fields + 1] = '1'
+    end
+    for i = 0, tonumber(ARGV[1]) - 1 do
+      redis.call('HSET', 'count:1:s' .. i, unpack(fields))
+      redis.call('ZADD', 'known:', 0, '1:s' .. i)
+    end"""
+    client.eval(populate, 0, HASHES, NOW)  # test set-up only: fast, in one call
+    process = subprocess.Popen(
+        [sys.executable, "-m", "slicecount.cleaner", "--redis-url", big_redis.url, "--once",
+         "--now", str(NOW + 3600)],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env={**os.environ},
+    )  # fmt: skip
+    deadline = time.monotonic() + 30
+    while not client.keys("cleaner:lease:*"):  # the pass has begun
+        assert time.monotonic() < deadline and process.poll() is None
+        time.sleep(0.01)
+    time.sleep(0.2)
+    sent = time.monotonic()
+    process.send_signal(signal.SIGTERM)
+    assert process.wait(timeout=10) == 0
+    assert time.monotonic() - sent < 2.0
+    assert process.stdout is not None
+    output = process.stdout.read().decode()
+    process.stdout.close()
+    assert "(interrupted)" in output, output
+    assert orphans(client) == []
+    remaining = client.zcard("known:")
+    assert 0 < remaining < HASHES  # part of the work was done, and it stopped
+    assert client.hlen(f"count:1:s{HASHES - 1}") in (0, 150)
+    client.close()

@@ -1,0 +1,44 @@
+from __future__ import annotations
+
+from slicecount.cleaner.plan import annotation_cutoff, due_precisions, pass_index, plan_trim
+from slicecount.config import Settings
+
+SETTINGS = Settings()
+
+
+def test_the_books_schedule() -> None:
+    due = {i: due_precisions(SETTINGS, i, 60) for i in range(0, 3601)}
+    assert all(set(due[i]) >= {1, 5, 60} for i in due)
+    assert [i for i in range(20) if 300 in due[i]] == [0, 5, 10, 15]
+    assert [i for i in due if 3600 in due[i]] == [0, 60, 120, 180, 240, 300, 360, 420, 480, 540,
+                                                  600, 660, 720, 780, 840, 900, 960, 1020, 1080,
+                                                  1140, 1200, 1260, 1320, 1380, 1440, 1500, 1560,
+                                                  1620, 1680, 1740, 1800, 1860, 1920, 1980, 2040,
+                                                  2100, 2160, 2220, 2280, 2340, 2400, 2460, 2520,
+                                                  2580, 2640, 2700, 2760, 2820, 2880, 2940, 3000,
+                                                  3060, 3120, 3180, 3240, 3300, 3360, 3420, 3480,
+                                                  3540, 3600]  # fmt: skip
+    assert due_precisions(SETTINGS, 7, 60, every=True) == list(SETTINGS.precisions)
+    assert due_precisions(SETTINGS, 10, 1) == [1, 5]  # 1 s interval: p due every p passes
+    assert due_precisions(SETTINGS, 300, 1) == [1, 5, 60, 300]
+    assert pass_index(1_700_000_039.9, 60) == 28_333_333
+
+
+def test_trim_modes() -> None:
+    now = 1_700_000_000
+    cutoff = now - now % 60 - 119 * 60
+    assert plan_trim(SETTINGS, 60, now, None, sweep=False).mode == "full"  # type: ignore[union-attr]
+    assert plan_trim(SETTINGS, 60, now, cutoff, sweep=False) is None  # nothing expired
+    inc = plan_trim(SETTINGS, 60, now, cutoff - 120, sweep=False)
+    assert inc is not None and (inc.mode, inc.first, inc.cutoff) == (
+        "incremental",
+        cutoff - 120,
+        cutoff,
+    )
+    assert plan_trim(SETTINGS, 60, now, cutoff - 120, sweep=True).mode == "full"  # type: ignore[union-attr]
+    assert plan_trim(SETTINGS, 60, now, cutoff + 60, sweep=False).mode == "full"  # type: ignore[union-attr]  # clock went back
+    assert plan_trim(SETTINGS, 60, now, cutoff - 200 * 60, sweep=False).mode == "full"  # type: ignore[union-attr]  # long gap
+
+
+def test_annotations_live_as_long_as_the_longest_retention() -> None:
+    assert annotation_cutoff(SETTINGS, 1_000_000_000) == 1_000_000_000 - 120 * 86400
