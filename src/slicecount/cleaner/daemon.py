@@ -26,7 +26,7 @@ DEFAULT_INTERVAL = 60.0
 """Seconds between passes (the book's value)."""
 TARGET_CALL_SECONDS = 0.002
 """Aim of the adaptive chunk size: one trim call should block Redis about this long."""
-MIN_CHUNK, MAX_CHUNK, FIRST_CHUNK = 10, 5000, 100
+MIN_CHUNK, MAX_CHUNK, FIRST_CHUNK = 4, 5000, 8
 
 
 @dataclass
@@ -153,8 +153,9 @@ class Cleaner:
         if scanned < self.chunk:
             return  # a short last chunk says nothing about the rate
         wanted = self.chunk * TARGET_CALL_SECONDS / max(elapsed, 1e-4)
-        # move halfway (geometric) to damp noise
-        self.chunk = int(min(MAX_CHUNK, max(MIN_CHUNK, (self.chunk * wanted) ** 0.5)))
+        # move halfway (geometric) to damp noise, and at most double: start small, grow
+        step = min(2 * self.chunk, (self.chunk * wanted) ** 0.5)
+        self.chunk = int(min(MAX_CHUNK, max(MIN_CHUNK, step)))
 
     def _record(self, stats: PassStats) -> None:
         second = int(stats.now)

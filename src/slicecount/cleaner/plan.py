@@ -18,6 +18,10 @@ interval): it catches late writes older than the last cutoff, which the incremen
 does not look for."""
 
 
+MAX_NAMED = 4000
+"""Most expired slices an incremental trim deletes by name (one HDEL; Lua's unpack limit)."""
+
+
 @dataclass(frozen=True)
 class Trim:
     """How to trim one precision this pass."""
@@ -50,7 +54,7 @@ def plan_trim(
         return Trim(precision, "full", cutoff, cutoff)
     if previous == cutoff:
         return None
-    if (cutoff - previous) // precision > retention:  # long gap: listing beats naming
+    if (cutoff - previous) // precision > min(retention, MAX_NAMED):  # long gap: list instead
         return Trim(precision, "full", cutoff, cutoff)
     return Trim(precision, "incremental", cutoff, previous)
 

@@ -20,56 +20,75 @@ local members = redis.call('ZRANGEBYLEX', registry, lex_start, lex_end, 'LIMIT',
 local deleted, removed, full = 0, 0, 0
 local bad = {}
 
-local function hdel(key, names)
+local function hdel(key, names)  -- unpack() has a stack limit: delete in slices
   for j = 1, #names, 4000 do
     deleted = deleted + redis.call('HDEL', key, unpack(names, j, math.min(j + 3999, #names)))
   end
 end
 
-local expired = {}
+local expired = {}  -- incremental: the slices that expired since the last pass, by name
 if mode == 'incremental' then
   for s = first, cutoff - step, step do
     expired[#expired + 1] = string.format('%d', s)
   end
 end
 
+local function note_bad(key, what)
+  if #bad < 10 then bad[#bad + 1] = key .. what end
+end
+
+local function trim_fully(key)
+  full = full + 1
+  local fields = redis.call('HKEYS', key)
+  local drop, kept = {}, 0
+  for _, field in ipairs(fields) do
+    local start = tonumber(field)
+    if start == nil then
+      note_bad(key, ' field ' .. field)
+    elseif start < cutoff then
+      drop[#drop + 1] = field
+    else
+      kept = kept + 1
+    end
+  end
+  if kept > retention then  -- rare (clock skew, backfills): keep the newest `retention`
+    local newest = {}
+    for _, field in ipairs(fields) do
+      local start = tonumber(field)
+      if start ~= nil and start >= cutoff then newest[#newest + 1] = start end
+    end
+    table.sort(newest)
+    for j = 1, kept - retention do drop[#drop + 1] = string.format('%d', newest[j]) end
+  end
+  if #drop > 0 then hdel(key, drop) end
+end
+
+-- Per hash, the common case is two commands: HDEL of the expired names and HLEN. A key of the
+-- wrong type makes a command fail: pcall turns that into a "bad data" note, not an abort.
 for _, member in ipairs(members) do
   local key = prefix .. member
-  local kind = redis.call('TYPE', key)['ok']
-  if kind == 'hash' then
-    local trim_all = mode == 'full'
-    if not trim_all then
-      if #expired > 0 then hdel(key, expired) end
-      trim_all = redis.call('HLEN', key) > retention
+  local size
+  if #expired > 0 then
+    local reply = redis.pcall('HDEL', key, unpack(expired))
+    if type(reply) == 'number' then
+      deleted = deleted + reply
+      size = redis.call('HLEN', key)
     end
-    if trim_all then
-      full = full + 1
-      local kept, drop = {}, {}
-      for _, field in ipairs(redis.call('HKEYS', key)) do
-        local start = tonumber(field)
-        if start == nil then
-          if #bad < 10 then bad[#bad + 1] = key .. ' field ' .. field end
-        elseif start < cutoff then
-          drop[#drop + 1] = field
-        else
-          kept[#kept + 1] = {start, field}
-        end
-      end
-      if #kept > retention then
-        table.sort(kept, function(a, b) return a[1] < b[1] end)
-        for j = 1, #kept - retention do drop[#drop + 1] = kept[j][2] end
-      end
-      if #drop > 0 then hdel(key, drop) end
+  else
+    size = redis.pcall('HLEN', key)
+    if type(size) ~= 'number' then size = nil end
+  end
+  if size == nil then
+    note_bad(key, ' is a ' .. redis.call('TYPE', key)['ok'])
+  else
+    if size > 0 and (mode == 'full' or size > retention) then
+      trim_fully(key)
+      size = redis.call('HLEN', key)
     end
-    if redis.call('EXISTS', key) == 0 then
+    if size == 0 then  -- emptied, or gone already: forget it in the same atomic step
       redis.call('ZREM', registry, member)
       removed = removed + 1
     end
-  elseif kind == 'none' then
-    redis.call('ZREM', registry, member)  -- the hash is gone: forget it
-    removed = removed + 1
-  elseif #bad < 10 then
-    bad[#bad + 1] = key .. ' is a ' .. kind
   end
 end
 

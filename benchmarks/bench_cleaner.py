@@ -1,0 +1,123 @@
+"""The cleaner beside a faithful port of the book's clean_counters, on identical copies.
+
+    python benchmarks/bench_cleaner.py [--names 20000]
+
+Two private redis-servers get the same data: NAMES metrics x 7 precisions, 150 samples each.
+Then both cleaners run a cold pass at NOW (30 slices to trim per hash, nothing known about
+earlier passes) and a steady pass at NOW + 60. For each: wall time, Redis calls made by the
+client, commands the server executed (INFO commandstats, which counts the commands scripts run
+too), and the longest single call (SLOWLOG). Targets (issue 5): cold >= 10x faster than the
+book, steady >= 50x, no call over 5 ms.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from typing import Any
+
+import redis
+
+from slicecount.cleaner import Cleaner
+from slicecount.config import DEFAULT_PRECISIONS
+from slicecount.embedded import EmbeddedRedis
+from slicecount.store import Store
+
+try:
+    from book_cleaner import clean_counters_pass
+except ImportError:  # run as a module from the repository root
+    from benchmarks.book_cleaner import clean_counters_pass
+
+NOW = 1_700_006_400  # a multiple of 86400: every precision's slices line up
+SAMPLES = 150
+POPULATE = """
+local names, samples, now = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+for a = 4, #ARGV do
+  local p = tonumber(ARGV[a])
+  local top = now - now % p
+  local fields = {}
+  for k = samples - 1, 0, -1 do  -- oldest first, the order writers create slices in
+    fields[#fields + 1] = string.format('%d', top - k * p)
+    fields[#fields + 1] = '1'
+  end
+  for i = 0, names - 1 do
+    local member = p .. ':bench.m' .. i
+    redis.call('HSET', 'count:' .. member, unpack(fields))
+    redis.call('ZADD', 'known:', 0, member)
+  end
+end
+"""
+
+
+def prepare(url: str, names: int) -> redis.Redis:
+    client = redis.Redis.from_url(url, decode_responses=True, socket_timeout=600)
+    client.eval(POPULATE, 0, names, SAMPLES, NOW, *DEFAULT_PRECISIONS)
+    client.config_set("slowlog-log-slower-than", 500)  # microseconds
+    client.config_set("slowlog-max-len", 100_000)
+    return client
+
+
+def server_commands(client: redis.Redis) -> int:
+    stats: dict[str, Any] = client.info("commandstats")
+    return sum(int(v["calls"]) for k, v in stats.items() if k.startswith("cmdstat_"))
+
+
+def measured(client: redis.Redis, run: Any) -> dict[str, float]:
+    client.slowlog_reset()
+    client.config_resetstat()
+    started = time.perf_counter()
+    calls = run()
+    seconds = time.perf_counter() - started
+    slowest = max((entry["duration"] for entry in client.slowlog_get(100_000)), default=0)
+    commands = server_commands(client) - 2  # minus this function's SLOWLOG RESET / CONFIG
+    return {"seconds": seconds, "calls": calls, "commands": commands, "slowest_ms": slowest / 1000}
+
+
+def report(name: str, book: dict[str, float], ours: dict[str, float], target: float) -> None:
+    print(f"\n{name}")
+    print(f"  {'':<12}{'seconds':>10}{'client calls':>14}{'server cmds':>14}{'slowest call':>14}")
+    for who, m in (("book", book), ("slicecount", ours)):
+        print(
+            f"  {who:<12}{m['seconds']:>10.2f}{m['calls']:>14,.0f}{m['commands']:>14,.0f}"
+            f"{m['slowest_ms']:>11.2f} ms"
+        )
+    speedup = book["seconds"] / ours["seconds"]
+    print(
+        f"  slicecount is {speedup:.1f}x faster (target >= {target:.0f}x); "
+        f"slowest call {ours['slowest_ms']:.2f} ms (target <= 5 ms)"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--names", type=int, default=20_000)
+    args = parser.parse_args()
+    with EmbeddedRedis() as book_server, EmbeddedRedis() as our_server:
+        print(f"populating 2 x {args.names:,} names x 7 precisions x {SAMPLES} samples ...")
+        book_client = prepare(book_server.url, args.names)
+        our_client = prepare(our_server.url, args.names)
+        store = Store.from_url(our_server.url, socket_timeout=60)
+        clock = [float(NOW)]
+        # sweep_every huge: the steady pass must not happen to fall on a sweep pass
+        cleaner = Cleaner(store, clock=lambda: clock[0], sweep_every=10**9)
+
+        def ours(every: bool) -> int:
+            stats = cleaner.run_once(every_precision=every)
+            assert stats is not None
+            return stats.calls + 5  # + lease, cutoffs read/write, annotations, figures
+
+        cold_book = measured(book_client, lambda: clean_counters_pass(book_client, NOW, 0))
+        cold_ours = measured(our_client, lambda: ours(True))
+        report("cold pass (30 slices to trim per hash)", cold_book, cold_ours, 10)
+        clock[0] = NOW + 60
+        steady_book = measured(book_client, lambda: clean_counters_pass(book_client, NOW + 60, 1))
+        steady_ours = measured(our_client, lambda: ours(False))
+        report("steady pass one interval later (--now + 60)", steady_book, steady_ours, 50)
+        for client in (book_client, our_client):
+            sizes = [client.hlen(f"count:{p}:bench.m7") for p in DEFAULT_PRECISIONS]
+            print(f"  fields left in bench.m7 per precision: {sizes}")
+        store.close()
+
+
+if __name__ == "__main__":
+    main()
