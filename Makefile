@@ -20,6 +20,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_recorder.py
 	$(BIN)/python benchmarks/bench_middleware.py
 	$(BIN)/python benchmarks/bench_datasource.py
+	$(BIN)/python benchmarks/bench_cleaner.py
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 10) and "slicecount needs Python >= 3.10")'

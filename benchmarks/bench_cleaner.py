@@ -23,10 +23,7 @@ from slicecount.config import DEFAULT_PRECISIONS
 from slicecount.embedded import EmbeddedRedis
 from slicecount.store import Store
 
-try:
-    from book_cleaner import clean_counters_pass
-except ImportError:  # run as a module from the repository root
-    from benchmarks.book_cleaner import clean_counters_pass
+from book_cleaner import clean_counters_pass  # beside this file (python puts it on sys.path)
 
 NOW = 1_700_006_400  # a multiple of 86400: every precision's slices line up
 SAMPLES = 150
