@@ -18,12 +18,11 @@ from typing import Any
 
 import redis
 
+from book_cleaner import clean_counters_pass  # beside this file (python puts it on sys.path)
 from slicecount.cleaner import Cleaner
 from slicecount.config import DEFAULT_PRECISIONS
 from slicecount.embedded import EmbeddedRedis
 from slicecount.store import Store
-
-from book_cleaner import clean_counters_pass  # beside this file (python puts it on sys.path)
 
 NOW = 1_700_006_400  # a multiple of 86400: every precision's slices line up
 SAMPLES = 150

@@ -45,7 +45,7 @@ def clean_counters_pass(conn: redis.Redis, now: float, passes: int) -> int:
             if remove == len(samples):
                 try:
                     calls += 2
-                    pipe.watch(hkey)
+                    pipe.watch(hkey)  # type: ignore[no-untyped-call]
                     if not pipe.hlen(hkey):
                         calls += 1
                         pipe.multi()
