@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -14,7 +15,7 @@ from slicecount.store import Store
 
 
 def test_demo_reads_back_every_event_at_every_precision() -> None:
-    result = CliRunner().invoke(main, ["demo", "--seconds", "60", "--rate", "50", "--seed", "7"])
+    result = CliRunner().invoke(main, ["demo", "--synthetic", "--seed", "7"])
     assert result.exit_code == 0, result.output
     recorded = int(re.search(r"recorded (\d+) requests", result.output).group(1))  # type: ignore[union-attr]
     sums = [
@@ -74,3 +75,38 @@ def test_datasource_command_serves_http(redis_server: EmbeddedRedis, store: Stor
         process.wait(timeout=20)
         assert process.stdout is not None
         process.stdout.close()
+
+
+def test_show_prints_known_counts(store: Store, redis_server: EmbeddedRedis) -> None:
+    now = int(time.time())
+    store.apply(
+        {
+            'http.requests{route="/a",status="200"}': {now - 120: 5, now - 60: 7, now: 1},
+            'http.requests{route="/a",status="500"}': {now - 60: 2},
+            'http.requests{route="/b",status="200"}': {now - 300: 4},
+        }
+    )
+    result = CliRunner().invoke(
+        main, ["show", "http.requests", "--redis-url", redis_server.url, "--by", "route"]
+    )
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert lines[1].split()[:2] == ["route", "total"]
+    assert lines[2].split()[:3] == ["/a", "15", "1"]
+    assert lines[3].split()[:3] == ["/b", "4", "0"]
+    assert all(ch in "▁▂▃▄▅▆▇█" for ch in lines[2].split()[3])
+    raw = CliRunner().invoke(
+        main, ["show", "http.requests", "--redis-url", redis_server.url, "--since", "3m",
+               "--precision", "60", "--json"],
+    )  # fmt: skip
+    assert raw.exit_code == 0, raw.output
+    data = json.loads(raw.output)
+    totals = {s["key"]: s["total"] for s in data["series"]}
+    # 3 minutes back: the slices from the one holding now-180 on; /b's event is older
+    assert totals == {
+        'http.requests{route="/a",status="200"}': 13,
+        'http.requests{route="/a",status="500"}': 2,
+        'http.requests{route="/b",status="200"}': 0,
+    }
+    bad = CliRunner().invoke(main, ["show", "x", "--redis-url", redis_server.url, "--since", "soon"])
+    assert bad.exit_code == 2 and "invalid duration 'soon'" in bad.output

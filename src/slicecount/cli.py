@@ -157,11 +157,80 @@ def cleaner(
 
 
 @main.command()
-@click.option("--seconds", default=60, show_default=True, help="Synthetic traffic to record.")
-@click.option("--rate", default=200, show_default=True, help="Mean requests per second.")
-@click.option("--seed", default=None, type=int, help="Random seed, for a reproducible run.")
-def demo(seconds: int, rate: int, seed: int | None) -> None:
-    """Record synthetic traffic into a private Redis and print what reads back."""
+@settings_options
+@click.argument("name")
+@click.option("--precision", default=60, show_default=True, help="slice length in seconds")
+@click.option("--by", default=None, help="sum the series per value of this label")
+@click.option("--since", default="10m", show_default=True, help="how far back: 30s, 10m, 2h, 1d")
+@click.option("--json", "as_json", is_flag=True, help="machine-readable output")
+def show(
+    settings: Settings, name: str, precision: int, by: str | None, since: str, as_json: bool
+) -> None:
+    """A metric's recent counts per series (or per label value) with a sparkline each."""
+    import json
+
+    from slicecount import show as view
+
+    try:
+        span = view.parse_span(since)
+        settings.check_precision(precision)
+        with Store(settings) as store:
+            end = time.time()
+            starts, rows = view.collect(store, name, precision, end - span, end, by)
+    except SlicecountError as exc:
+        raise click.UsageError(str(exc)) from None
+    if as_json:
+        click.echo(json.dumps({
+            "name": name, "precision": precision, "by": by, "start": starts[0],
+            "series": [{"key": r.key, "total": r.total,
+                        "values": [[t, v] for t, v in zip(starts, r.values, strict=True)]}
+                       for r in rows],
+        }))  # fmt: skip
+        return
+    if not rows:
+        click.echo(f"no series of {name!r} at precision {precision} s")
+        return
+    click.echo(f"{name} per {precision} s slice, last {since}")
+    click.echo(view.table(rows, by or "series"))
+
+
+@main.command()
+@click.option("--duration", type=float, default=None, help="stop by itself after SECONDS")
+@click.option("--port", default=8080, show_default=True, help="the datasource's port")
+@click.option("--rate", default=40.0, show_default=True, help="requests per second sent")
+@click.option("--seed", default=None, type=int, help="random seed of the traffic")
+@click.option("--synthetic", is_flag=True, help="instead: record 60 s of synthetic counters "
+              "through a Recorder and print what reads back at each precision")  # fmt: skip
+def demo(duration: float | None, port: int, rate: float, seed: int | None, synthetic: bool) -> None:
+    """The whole stack on this machine: Redis, example apps, traffic, cleaner, datasource."""
+    if synthetic:
+        _synthetic(60, 200, seed)
+        return
+    from slicecount.demo import Demo
+
+    stack = Demo(port=port, rate=rate, seed=seed)
+
+    def on_signal(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, on_signal)
+    try:
+        click.echo("starting the slicecount demo ...")
+        stack.start(click.echo)
+        click.echo("traffic running; Ctrl-C stops everything" if duration is None
+                   else f"traffic running for {duration:g} s; Ctrl-C stops everything")  # fmt: skip
+        stack.run(duration if duration is not None else 10 * 365 * 86400.0, click.echo)
+    except KeyboardInterrupt:
+        click.echo("stopping ...")
+    except SlicecountError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(1)
+    finally:
+        stack.stop()
+    click.echo("stopped: every service exited, counts flushed, redis stopped")
+
+
+def _synthetic(seconds: int, rate: int, seed: int | None) -> None:
     rng = random.Random(seed)
     with EmbeddedRedis() as server:
         click.echo(f"embedded redis-server on {server.url}")

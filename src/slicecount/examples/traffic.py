@@ -1,0 +1,130 @@
+"""A bounded traffic generator for the example apps: mixed routes, some errors, a slow
+endpoint, N+1 database pages. ``python -m slicecount.examples.traffic --help``."""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import random
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from urllib.parse import urlsplit
+
+Pick = Callable[[random.Random], tuple[str, str]]
+
+
+def flask_request(rng: random.Random) -> tuple[str, str]:
+    roll = rng.random()
+    if roll < 0.30:
+        return "GET", "/"
+    if roll < 0.60:
+        return "GET", f"/users/{rng.randint(1, 120)}"  # ids over 100 are 404
+    if roll < 0.72:
+        return "GET", "/users"  # the N+1 page: 4 queries
+    if roll < 0.85:
+        return "POST", f"/orders?plan={rng.choice(['free', 'pro', 'team'])}"
+    if roll < 0.93:
+        return "GET", f"/slow?seconds={rng.choice([0.05, 0.2, 0.6])}"
+    if roll < 0.97:
+        return "GET", "/error"
+    return "GET", f"/no/such/page/{rng.randint(1, 10**6)}"
+
+
+def starlette_request(rng: random.Random) -> tuple[str, str]:
+    roll = rng.random()
+    if roll < 0.30:
+        return "GET", "/"
+    if roll < 0.60:
+        return "GET", f"/items/{rng.randint(1, 1100)}"
+    if roll < 0.70:
+        return "GET", f"/api/v1/items/{rng.randint(1, 50)}"
+    if roll < 0.85:
+        return "POST", f"/checkout?pay={rng.choice(['card', 'paypal'])}"
+    if roll < 0.92:
+        return "GET", "/stream?seconds=0.3"
+    if roll < 0.96:
+        return "GET", "/error"
+    return "GET", "/missing"
+
+
+@dataclass
+class Traffic:
+    """Sends requests from a few threads at about ``rate`` per second until stopped."""
+
+    targets: list[tuple[str, Pick]]
+    rate: float = 40.0
+    threads: int = 4
+    seed: int | None = None
+    stop_event: threading.Event = field(default_factory=threading.Event)
+    sent: int = 0
+    failed: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def _worker(self, k: int, until: float) -> None:
+        rng = random.Random(None if self.seed is None else self.seed + k)
+        conns: dict[str, http.client.HTTPConnection] = {}
+        pause = self.threads / self.rate
+        while not self.stop_event.is_set() and time.monotonic() < until:
+            base, pick = rng.choice(self.targets)
+            method, path = pick(rng)
+            parts = urlsplit(base)
+            conn = conns.get(base) or http.client.HTTPConnection(
+                parts.hostname or "127.0.0.1", parts.port or 80, timeout=10
+            )
+            conns[base] = conn
+            try:
+                conn.request(method, path)
+                response = conn.getresponse()
+                response.read()
+                if response.status >= 500 or response.will_close:
+                    conn.close()  # servers drop the connection after an app error
+                with self._lock:
+                    self.sent += 1
+            except (OSError, http.client.HTTPException):
+                conn.close()
+                with self._lock:
+                    self.failed += 1
+            self.stop_event.wait(rng.expovariate(1 / pause))
+        for conn in conns.values():
+            conn.close()
+
+    def run(self, seconds: float) -> None:
+        """Send for ``seconds`` (or until ``stop()``); returns when every thread is done."""
+        until = time.monotonic() + seconds
+        workers = [
+            threading.Thread(target=self._worker, args=(k, until), daemon=True)
+            for k in range(self.threads)
+        ]
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join()
+
+    def start(self, seconds: float) -> threading.Thread:
+        thread = threading.Thread(target=self.run, args=(seconds,), daemon=True)
+        thread.start()
+        return thread
+
+    def stop(self) -> None:
+        self.stop_event.set()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--flask", default="http://127.0.0.1:8000", help="Flask example URL")
+    parser.add_argument("--starlette", default="http://127.0.0.1:8001", help="Starlette URL")
+    parser.add_argument("--rate", type=float, default=40.0, help="requests per second")
+    parser.add_argument("--seconds", type=float, default=3600.0, help="how long to run")
+    args = parser.parse_args()
+    traffic = Traffic([(args.flask, flask_request), (args.starlette, starlette_request)], args.rate)
+    try:
+        traffic.run(args.seconds)
+    except KeyboardInterrupt:
+        traffic.stop()
+    print(f"sent {traffic.sent} requests, {traffic.failed} failed")
+
+
+if __name__ == "__main__":
+    main()
