@@ -108,5 +108,7 @@ def test_show_prints_known_counts(store: Store, redis_server: EmbeddedRedis) -> 
         'http.requests{route="/a",status="500"}': 2,
         'http.requests{route="/b",status="200"}': 0,
     }
-    bad = CliRunner().invoke(main, ["show", "x", "--redis-url", redis_server.url, "--since", "soon"])
+    bad = CliRunner().invoke(
+        main, ["show", "x", "--redis-url", redis_server.url, "--since", "soon"]
+    )
     assert bad.exit_code == 2 and "invalid duration 'soon'" in bad.output

@@ -344,3 +344,21 @@ def test_openapi_describes_every_endpoint(client: TestClient) -> None:
         "/", "/query", "/search", "/metrics", "/metric-payload-options", "/variable",
         "/tag-keys", "/tag-values", "/annotations",
     }  # fmt: skip
+
+
+def test_ratios_and_scaling(client: TestClient) -> None:
+    target = 'sum(rate(http.requests{status=~"5.."})) / sum(rate(http.requests)) * 100'
+    (frame,) = frames(client, legacy_body([{"target": target, "refId": "A"}], NOW - 900, NOW - 700))
+    # per full minute on /a: 2 errors among 62 requests (/b adds 5 requests in one minute)
+    values = [v for v, _ in frame["datapoints"]]
+    assert values[0] == pytest.approx(2 / 62 * 100)
+    by_status = legacy_body(
+        [{"target": "sum by (status) (http.requests) / sum by (status) (http.requests)",
+          "refId": "A"}], NOW - 900, NOW - 700,
+    )  # fmt: skip
+    assert {f["target"]: f["datapoints"][0][0] for f in frames(client, by_status)} == {
+        'http.requests{status="200"}': 1,
+        'http.requests{status="500"}': 1,
+    }
+    zero = legacy_body([{"target": "db.queries / 0", "refId": "A"}], NOW - 300, NOW)
+    assert all(v is None for v, _ in frames(client, zero)[0]["datapoints"])

@@ -106,3 +106,13 @@ def test_with_matchers_reaches_every_selector() -> None:
     extra = (Matcher.make("route", "=", "/"),)
     node = with_matchers(parse("histogram_quantile(0.5, sum by (a) (rate(x)))"), extra)
     assert [s.matchers for s in selectors(node)] == [extra]
+
+
+def test_binary_operators_and_numbers() -> None:
+    from slicecount.datasource.query import Binary, Scalar
+
+    node = parse("sum(rate(a)) / sum(rate(b)) * 100")
+    assert isinstance(node, Binary) and node.op == "*" and node.right == Scalar(100.0)
+    assert isinstance(node.left, Binary) and node.left.op == "/"
+    assert len(selectors(node)) == 2
+    assert len(selectors(with_matchers(node, (Matcher.make("a", "=", "b"),)))[1].matchers) == 1

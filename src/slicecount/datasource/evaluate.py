@@ -11,7 +11,15 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from slicecount.datasource.query import Aggregate, Node, Quantile, Rate, Selector
+from slicecount.datasource.query import (
+    Aggregate,
+    Binary,
+    Node,
+    Quantile,
+    Rate,
+    Scalar,
+    Selector,
+)
 from slicecount.histogram import LE_LABEL, parse_bound
 
 Value = float | None
@@ -55,6 +63,10 @@ def fetches(node: Node, histogram: bool = False) -> list[Fetch]:
     """The selectors a tree reads, each with whether it reads histogram buckets."""
     if isinstance(node, Selector):
         return [(node, histogram)]
+    if isinstance(node, Scalar):
+        return []
+    if isinstance(node, Binary):
+        return fetches(node.left, histogram) + fetches(node.right, histogram)
     if isinstance(node, Quantile):
         return fetches(node.arg, True)
     return fetches(node.arg, histogram)
@@ -69,12 +81,43 @@ def evaluate(
     """The series a tree yields, given every fetch's filled series."""
     if isinstance(node, Selector):
         return [Series(s.name, dict(s.labels), list(s.values)) for s in data[(node, histogram)]]
+    if isinstance(node, Scalar):
+        return [Series("", {}, [node.value] * len(timeline.starts))]
+    if isinstance(node, Binary):
+        left = evaluate(node.left, data, timeline, histogram)
+        right = evaluate(node.right, data, timeline, histogram)
+        return _binary(node.op, left, right)
     if isinstance(node, Rate):
         return [_rate(s, timeline) for s in evaluate(node.arg, data, timeline, histogram)]
     if isinstance(node, Aggregate):
         keep = (*node.by, LE_LABEL) if histogram else node.by
         return _aggregate(node.op, keep, evaluate(node.arg, data, timeline, histogram))
     return _quantiles(node.q, evaluate(node.arg, data, timeline, True))
+
+
+def _binary(op: str, left: list[Series], right: list[Series]) -> list[Series]:
+    def apply(a: Value, b: Value) -> Value:
+        if a is None or b is None:
+            return None
+        if op == "*":
+            return a * b
+        return a / b if b != 0 else None  # x/0 has no value: a gap, never NaN or Inf
+
+    def combine(a: Series, b: Series) -> Series:
+        values = [apply(x, y) for x, y in zip(a.values, b.values, strict=True)]
+        return Series(a.name or b.name, a.labels or b.labels, values)
+
+    if len(right) == 1 and not right[0].labels:
+        return [combine(a, right[0]) for a in left]
+    if len(left) == 1 and not left[0].labels:
+        return [combine(left[0], b) for b in right]
+    by_labels = {tuple(sorted(b.labels.items())): b for b in right}
+    out = []
+    for a in left:
+        match = by_labels.get(tuple(sorted(a.labels.items())))
+        if match is not None:
+            out.append(combine(a, match))
+    return out
 
 
 def _rate(series: Series, timeline: Timeline) -> Series:

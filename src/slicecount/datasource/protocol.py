@@ -19,7 +19,6 @@ from slicecount.datasource.query import (
     Node,
     Quantile,
     Rate,
-    Selector,
     parse,
     with_matchers,
 )
@@ -242,10 +241,3 @@ def annotation_tags(query: object) -> list[str]:
     if not isinstance(query, str):
         return []
     return [t.lstrip("#") for t in re.split(r"[\s,]+", query) if t.lstrip("#")]
-
-
-def selector_of(node: Node) -> Selector:
-    """The first selector of a tree (for discovery helpers)."""
-    while not isinstance(node, Selector):
-        node = node.arg
-    return node

@@ -4,6 +4,7 @@
     rate(http.requests)
     sum by (status) (rate(http.requests{method="GET"}))
     histogram_quantile(0.95, http.request.duration{route="/"})
+    sum(rate(http.requests{status=~"5.."})) / sum(rate(http.requests)) * 100
 
 Targets arrive interpolated by Grafana in its regex format, so a metric name may be escaped
 (``http\\.requests``) or an alternation (``(a|b)``), or a glob list (``{a,b}``); all three name
@@ -34,7 +35,7 @@ _TOKEN = re.compile(
       (?P<string>"(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*')
     | (?P<number>\d+(?:\.\d*)?(?:[eE][-+]?\d+)?|\.\d+)
     | (?P<op>=~|!~|!=|=|<|>)
-    | (?P<punct>[(){},|])
+    | (?P<punct>[(){},|*/])
     | (?P<name>(?:[A-Za-z_:]|\\.)(?:[A-Za-z0-9_.:\-]|\\.)*)
     )""",
     re.VERBOSE,
@@ -137,13 +138,34 @@ class Quantile:
     arg: Node
 
 
-Node = Selector | Rate | Aggregate | Quantile
+@dataclass(frozen=True)
+class Scalar:
+    """A number, e.g. the 100 of ``... * 100``."""
+
+    value: float
+
+
+@dataclass(frozen=True)
+class Binary:
+    """``left / right`` or ``left * right``, pointwise between series with equal labels (a side
+    with a single unlabelled series, or a number, applies to every series of the other)."""
+
+    op: str
+    left: Node
+    right: Node
+
+
+Node = Selector | Rate | Aggregate | Quantile | Scalar | Binary
 
 
 def selectors(node: Node) -> list[Selector]:
     """Every selector of a tree, left to right."""
     if isinstance(node, Selector):
         return [node]
+    if isinstance(node, Scalar):
+        return []
+    if isinstance(node, Binary):
+        return selectors(node.left) + selectors(node.right)
     return selectors(node.arg)
 
 
@@ -153,6 +175,10 @@ def with_matchers(node: Node, extra: tuple[Matcher, ...]) -> Node:
         return node
     if isinstance(node, Selector):
         return Selector(node.names, node.matchers + extra)
+    if isinstance(node, Scalar):
+        return node
+    if isinstance(node, Binary):
+        return Binary(node.op, with_matchers(node.left, extra), with_matchers(node.right, extra))
     if isinstance(node, Rate):
         return Rate(with_matchers(node.arg, extra))
     if isinstance(node, Aggregate):
@@ -207,7 +233,17 @@ class _Parser:
             raise QueryError(f"unexpected {value!r} at {pos} in {self.text!r}")
 
     def expression(self) -> Node:
+        node = self.term()
+        while self.peek()[:2] in (("punct", "/"), ("punct", "*")):
+            op = self.take("punct")
+            node = Binary(op, node, self.term())
+        return node
+
+    def term(self) -> Node:
         kind, value, _ = self.peek()
+        if kind == "number":
+            self.i += 1
+            return Scalar(float(value))
         if kind == "name" and (self.peek(1)[1] == "(" or value in AGGREGATIONS):
             return self.function(value)
         return self.selector()
