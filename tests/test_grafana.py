@@ -31,7 +31,8 @@ def demo_data(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> Iterator[S
 
     from slicecount.examples import flask_app, starlette_app
 
-    monkeypatch.setattr(QueryTracking, "enabled", QueryTracking.enabled)
+    # the example app instruments its engine once per process; later tests reuse it
+    monkeypatch.setattr(QueryTracking, "enabled", True)
     recorder = slicecount.configure(settings)
     rng = random.Random(3)
     flask_app.create_app().logger.disabled = True
