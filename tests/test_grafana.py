@@ -81,7 +81,10 @@ def query_body(targets: list[dict[str, Any]]) -> dict[str, Any]:
 @pytest.mark.parametrize("path", DASHBOARDS, ids=lambda p: p.name)
 @pytest.mark.parametrize(
     "selection",
-    [{"route": None, "method": None}, {"route": ["/users/<int:user_id>", "/error"], "method": ["GET"]}],
+    [
+        {"route": None, "method": None},
+        {"route": ["/users/<int:user_id>", "/error"], "method": ["GET"]},
+    ],
     ids=["all", "chosen"],
 )
 def test_every_panel_answers_with_data(

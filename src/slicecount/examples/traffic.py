@@ -111,13 +111,17 @@ class Traffic:
         self.stop_event.set()
 
 
-def main() -> None:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--flask", default="http://127.0.0.1:8000", help="Flask example URL")
     parser.add_argument("--starlette", default="http://127.0.0.1:8001", help="Starlette URL")
     parser.add_argument("--rate", type=float, default=40.0, help="requests per second")
     parser.add_argument("--seconds", type=float, default=3600.0, help="how long to run")
-    args = parser.parse_args()
+    return parser
+
+
+def main() -> None:
+    args = build_parser().parse_args()
     traffic = Traffic([(args.flask, flask_request), (args.starlette, starlette_request)], args.rate)
     try:
         traffic.run(args.seconds)
