@@ -78,7 +78,8 @@ class Cleaner:
         self.clock = clock
         self.sweep_every = max(1, sweep_every)
         self.owner = owner or f"{socket.gethostname()}:{os.getpid()}"
-        self.chunk = FIRST_CHUNK
+        # per (precision, mode): a 1 s hash costs far more to trim than a 1 day one
+        self.chunks: dict[tuple[int, str], int] = {}
         self.stopping = threading.Event()
 
     def stop(self) -> None:
@@ -131,8 +132,9 @@ class Cleaner:
             if self.stopping.is_set():
                 stats.interrupted = True
                 return
+            size = self.chunks.get((precision, mode), FIRST_CHUNK)
             began = time.perf_counter()
-            chunk = self.store.trim_chunk(precision, start, self.chunk, mode, cutoff, first, shard)
+            chunk = self.store.trim_chunk(precision, start, size, mode, cutoff, first, shard)
             elapsed = time.perf_counter() - began
             stats.calls += 1
             stats.slowest_call_ms = max(stats.slowest_call_ms, elapsed * 1000)
@@ -143,19 +145,20 @@ class Cleaner:
             if chunk.bad:
                 stats.bad += len(chunk.bad)
                 logger.warning("skipped bad data: %s", "; ".join(chunk.bad))
-            self._adapt(elapsed, chunk.scanned)
+            self.chunks[(precision, mode)] = self._adapt(size, elapsed, chunk.scanned)
             if chunk.next_start is None:
                 return
             start = chunk.next_start
 
-    def _adapt(self, elapsed: float, scanned: int) -> None:
-        """Size the next chunk so one call blocks Redis about TARGET_CALL_SECONDS."""
-        if scanned < self.chunk:
-            return  # a short last chunk says nothing about the rate
-        wanted = self.chunk * TARGET_CALL_SECONDS / max(elapsed, 1e-4)
+    @staticmethod
+    def _adapt(size: int, elapsed: float, scanned: int) -> int:
+        """The next chunk size, so that one call blocks Redis about TARGET_CALL_SECONDS."""
+        if scanned < size:
+            return size  # a short last chunk says nothing about the rate
+        wanted = size * TARGET_CALL_SECONDS / max(elapsed, 1e-4)
         # move halfway (geometric) to damp noise, and at most double: start small, grow
-        step = min(2 * self.chunk, (self.chunk * wanted) ** 0.5)
-        self.chunk = int(min(MAX_CHUNK, max(MIN_CHUNK, step)))
+        step = min(2 * size, (size * wanted) ** 0.5)
+        return int(min(MAX_CHUNK, max(MIN_CHUNK, step)))
 
     def _record(self, stats: PassStats) -> None:
         second = int(stats.now)

@@ -13,12 +13,14 @@ import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
+from importlib import resources
 from typing import Any
 
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
+from starlette.responses import HTMLResponse, JSONResponse, Response
+from starlette.routing import BaseRoute, Mount, Route
+from starlette.staticfiles import StaticFiles
 
 from slicecount.config import Settings
 from slicecount.datasource import discovery
@@ -254,7 +256,15 @@ def _too_big(size: int, limits: Limits) -> str:
     return f"request body is {size} bytes, more than the limit of {limits.max_body_bytes}"
 
 
+UI = resources.files("slicecount.datasource") / "ui"
+"""The built-in page and its static files (uPlot vendored: no CDN, no build step)."""
+
+
 async def health(request: Request) -> Response:
+    """Browsers get the built-in page; Grafana's "Save & test" (JSON) gets its 200."""
+    accept = request.headers.get("accept", "")
+    if "text/html" in accept and request.method == "GET":
+        return HTMLResponse((UI / "index.html").read_text(encoding="utf-8"))
     return JSONResponse({"status": "ok", "service": "slicecount datasource"})
 
 
@@ -304,7 +314,11 @@ def create_app(
         if owned:
             await datasource.store.close()
 
-    routes = [Route("/", health, methods=["GET", "HEAD"]), Route("/openapi.json", openapi)]
+    routes: list[BaseRoute] = [
+        Route("/", health, methods=["GET", "HEAD"]),
+        Route("/openapi.json", openapi),
+        Mount("/ui", app=StaticFiles(directory=str(UI)), name="ui"),
+    ]
     routes += [
         Route(path, _endpoint(datasource, h), methods=["POST"]) for path, h in ROUTES.items()
     ]

@@ -13,7 +13,9 @@ Scope = MutableMapping[str, Any]
 ASGIApp = Callable[[Scope, Any, Any], Awaitable[None]]
 
 OPEN_PATHS = frozenset({("GET", "/"), ("HEAD", "/")})
-"""What Grafana's "Save & test" probes: answered without credentials."""
+"""What Grafana's "Save & test" probes (and the built-in page): answered without credentials."""
+OPEN_PREFIX = "/ui/"
+"""The page's static files: public code, no data (its API calls carry the token)."""
 
 
 def authorized(header: bytes | None, token: str) -> bool:
@@ -43,7 +45,12 @@ class TokenAuth:
         self.token = token
 
     async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
-        if scope["type"] != "http" or (scope["method"], scope["path"]) in OPEN_PATHS:
+        method, path = scope.get("method"), scope.get("path", "")
+        if (
+            scope["type"] != "http"
+            or (method, path) in OPEN_PATHS
+            or (method in ("GET", "HEAD") and path.startswith(OPEN_PREFIX))
+        ):
             await self.app(scope, receive, send)
             return
         header = dict(scope.get("headers") or []).get(b"authorization")
