@@ -269,3 +269,16 @@ def test_sigterm_mid_pass_exits_cleanly_and_leaves_redis_consistent(
     assert 0 < remaining < HASHES  # part of the work was done, and it stopped
     assert client.hlen(f"count:1:s{HASHES - 1}") in (0, 150)
     client.close()
+
+
+def test_foreign_fields_of_slice_width_never_break_a_trim(
+    store: Store, redis_client: redis.Redis
+) -> None:
+    store.apply({"w": {NOW - k: 1 for k in range(130)}})
+    redis_client.hset("count:1:w", mapping={"zzzzzzzzzz": "1", "0000000abc": "1", "1.5": "1"})
+    stats = Cleaner(store, clock=lambda: NOW).run_once(every_precision=True)
+    assert stats is not None
+    fields = set(redis_client.hkeys("count:1:w"))
+    assert {"zzzzzzzzzz", "0000000abc", "1.5"} <= fields  # foreign fields are left alone
+    assert len(fields) == 120 + 3
+    assert stats.bad >= 2

@@ -37,18 +37,27 @@ local function note_bad(key, what)
   if #bad < 10 then bad[#bad + 1] = key .. what end
 end
 
+local cutoff_text = string.format('%d', cutoff)
+local cutoff_len = #cutoff_text
+
 local function trim_fully(key)
   full = full + 1
   local fields = redis.call('HKEYS', key)
   local drop, kept = {}, 0
   for _, field in ipairs(fields) do
-    local start = tonumber(field)
-    if start == nil then
-      note_bad(key, ' field ' .. field)
-    elseif start < cutoff then
-      drop[#drop + 1] = field
-    else
+    -- Slice starts of the same width compare as strings: no number conversion for the
+    -- ~all fields that look like ours; a field we would delete is checked to be a number.
+    if #field == cutoff_len and field >= cutoff_text then
       kept = kept + 1
+    else
+      local start = tonumber(field)
+      if start == nil or start ~= math.floor(start) then
+        note_bad(key, ' field ' .. field)
+      elseif start < cutoff then
+        drop[#drop + 1] = field
+      else
+        kept = kept + 1
+      end
     end
   end
   if kept > retention then  -- rare (clock skew, backfills): keep the newest `retention`
@@ -58,7 +67,7 @@ local function trim_fully(key)
       if start ~= nil and start >= cutoff then newest[#newest + 1] = start end
     end
     table.sort(newest)
-    for j = 1, kept - retention do drop[#drop + 1] = string.format('%d', newest[j]) end
+    for j = 1, #newest - retention do drop[#drop + 1] = string.format('%d', newest[j]) end
   end
   if #drop > 0 then hdel(key, drop) end
 end
