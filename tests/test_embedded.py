@@ -14,7 +14,8 @@ def test_starts_answers_and_stops_on_a_free_port() -> None:
     with EmbeddedRedis() as server:
         client = redis.Redis.from_url(server.url)
         assert client.ping()
-        assert server.running
+        assert server.running and server.pid
+
         client.close()
     assert not server.running
 

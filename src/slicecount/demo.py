@@ -122,16 +122,11 @@ class Demo:
         echo(f"starlette  {starlette}  (uvicorn)")
         echo(f"datasource http://127.0.0.1:{self.port}/  <- Grafana: simpod-json-datasource URL")
         echo(f"logs       {self.logs}")
-        pids = [s.process.pid for s in self.services] + [self.redis_pid]
+        pids = [s.process.pid for s in self.services] + [self.redis.pid or 0]
         echo(f"pids       {' '.join(str(p) for p in pids)}")
         self.traffic = Traffic(
             [(flask, flask_request), (starlette, starlette_request)], self.rate, seed=self.seed
         )
-
-    @property
-    def redis_pid(self) -> int:
-        process = self.redis._process
-        return process.pid if process is not None else 0
 
     def run(self, seconds: float, echo: Callable[[str], None], every: float = 3.0) -> None:
         """Traffic for ``seconds``, a summary line every ``every`` seconds."""

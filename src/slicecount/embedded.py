@@ -63,6 +63,11 @@ class EmbeddedRedis:
         return f"redis://127.0.0.1:{self.port}/0"
 
     @property
+    def pid(self) -> int | None:
+        """The server's process id while it runs."""
+        return self._process.pid if self.running and self._process is not None else None
+
+    @property
     def running(self) -> bool:
         """True while the server process is alive."""
         return self._process is not None and self._process.poll() is None

@@ -81,8 +81,3 @@ class HistogramLayout:
     def bucket_index(self, value: float) -> int:
         """Index into ``les`` of the bucket that holds ``value`` (bounds are inclusive)."""
         return bisect_left(self.bounds, value)
-
-    @staticmethod
-    def micro(value: float) -> int:
-        """A value in micro-units, as the sum series stores it."""
-        return round(value * MICRO)

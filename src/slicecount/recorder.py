@@ -343,11 +343,6 @@ def _without_le(labels: Labels | None) -> Mapping[str, LabelValue]:
 _live: weakref.WeakSet[Recorder] = weakref.WeakSet()
 
 
-def live_recorders() -> list[Recorder]:
-    """Every Recorder of this process that is still referenced."""
-    return list(_live)
-
-
 def close_all(timeout: float = CLOSE_TIMEOUT) -> bool:
     """Flush and stop every Recorder of this process (gunicorn ``worker_exit``, shutdown hooks)."""
     return all([recorder.close(timeout) for recorder in list(_live)])

@@ -10,7 +10,7 @@ from slicecount.config import Settings
 from slicecount.datasource.evaluate import Fetch, Series, Timeline
 from slicecount.datasource.precision import oldest_kept
 from slicecount.datasource.protocol import LimitExceeded, Limits
-from slicecount.histogram import BUCKET_SUFFIX, SUM_SUFFIX
+from slicecount.histogram import BUCKET_SUFFIX
 from slicecount.series import parse
 from slicecount.slices import slice_starts
 from slicecount.store_async import AsyncStore
@@ -143,7 +143,3 @@ class Reader:
             fetch: [Series(name, labels, timeline.fill(counts[sid])) for sid, name, labels in found]
             for fetch, found in chosen.items()
         }
-
-
-def is_histogram_part(name: str) -> bool:
-    return name.endswith((BUCKET_SUFFIX, SUM_SUFFIX))
