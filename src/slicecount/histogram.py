@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_left
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from itertools import pairwise
 
 from slicecount.errors import ConfigurationError
-from slicecount.series import validate_name
+from slicecount.series import Labels, LabelValue, validate_name
 
 BUCKET_SUFFIX = ".bucket"
 """Suffix of the metric holding a histogram's per-bucket counts."""
@@ -77,6 +77,14 @@ class HistogramLayout:
         self.les = (*(format_bound(b) for b in self.bounds), "+Inf")
         self.bucket_name = name + BUCKET_SUFFIX
         self.sum_name = name + SUM_SUFFIX
+
+    def series_ids(
+        self, series_id: Callable[[str, dict[str, LabelValue]], str], labels: Labels
+    ) -> tuple[tuple[str, ...], str]:
+        """The ids of every bucket (in ``les`` order) and of the sum, for one label set,
+        through ``series_id`` (a Recorder's: validated and cardinality-guarded)."""
+        buckets = tuple(series_id(self.bucket_name, {**labels, LE_LABEL: le}) for le in self.les)
+        return buckets, series_id(self.sum_name, dict(labels))
 
     def bucket_index(self, value: float) -> int:
         """Index into ``les`` of the bucket that holds ``value`` (bounds are inclusive)."""

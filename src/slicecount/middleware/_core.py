@@ -215,18 +215,14 @@ class RequestMetrics:
             method = OTHER_METHOD
         route = route or UNMATCHED
         base = {**self.static_labels, "method": method, "route": route}
-        series = recorder.series_id
+        duration, duration_sum = self.duration.series_ids(recorder.series_id, base)
+        queries, queries_sum = self.queries.series_ids(recorder.series_id, base)
         ids = _Ids(
-            requests=series(REQUESTS_METRIC, {**base, "status": status}),
-            duration=tuple(
-                series(self.duration.bucket_name, {**base, LE_LABEL: le})
-                for le in self.duration.les
-            ),
-            duration_sum=series(self.duration.sum_name, base),
-            queries=tuple(
-                series(self.queries.bucket_name, {**base, LE_LABEL: le}) for le in self.queries.les
-            ),
-            queries_sum=series(self.queries.sum_name, base),
+            requests=recorder.series_id(REQUESTS_METRIC, {**base, "status": status}),
+            duration=duration,
+            duration_sum=duration_sum,
+            queries=queries,
+            queries_sum=queries_sum,
         )
         if len(self._ids) < MAX_CACHED_IDS:
             self._ids[key] = ids

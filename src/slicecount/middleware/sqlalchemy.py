@@ -89,14 +89,8 @@ class QueryMetrics:
 
     def _build(self, recorder: Recorder, operation: str) -> tuple[str, tuple[str, ...], str]:
         labels = {"operation": operation}
-        ids = (
-            recorder.series_id(QUERIES_METRIC, labels),
-            tuple(
-                recorder.series_id(self.duration.bucket_name, {**labels, "le": le})
-                for le in self.duration.les
-            ),
-            recorder.series_id(self.duration.sum_name, labels),
-        )
+        buckets, total = self.duration.series_ids(recorder.series_id, labels)
+        ids = (recorder.series_id(QUERIES_METRIC, labels), buckets, total)
         self._ids[operation] = ids
         return ids
 
