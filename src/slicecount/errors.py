@@ -17,3 +17,7 @@ class StoreError(SlicecountError):
 
 class QueryError(SlicecountError, ValueError):
     """A datasource query is malformed or exceeds a limit."""
+
+
+class StartupError(SlicecountError):
+    """A process slicecount starts (redis-server, a demo service) did not come up."""
