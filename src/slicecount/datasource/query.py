@@ -20,6 +20,7 @@ from typing import Any
 import re2
 
 from slicecount.errors import QueryError
+from slicecount.series import is_label_name, is_metric_name
 
 MAX_REGEX_LENGTH = 1000
 """Longest regex accepted in a matcher or a metric-name pattern."""
@@ -40,8 +41,6 @@ _TOKEN = re.compile(
     )""",
     re.VERBOSE,
 )
-_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.:-]*\Z")
-_LABEL = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
 def compile_regex(pattern: str) -> Any:
@@ -72,7 +71,7 @@ class Matcher:
 
     @classmethod
     def make(cls, label: str, op: str, value: str) -> Matcher:
-        if not _LABEL.match(label):
+        if not is_label_name(label):
             raise QueryError(f"invalid label name {label!r} in a matcher")
         if op in ("=~", "!~"):
             return cls(label, op, value, compile_regex(value))
@@ -290,7 +289,7 @@ class _Parser:
 
     def label(self) -> str:
         label = self.take("name")
-        if not _LABEL.match(label):
+        if not is_label_name(label):
             raise QueryError(f"invalid label name {label!r}")
         return label
 
@@ -333,7 +332,7 @@ class _Parser:
         return tuple(dict.fromkeys(names))
 
     def metric_name(self, name: str, pos: int) -> str:
-        if not _NAME.match(name):
+        if not is_metric_name(name):
             raise QueryError(f"invalid metric name {name!r} at {pos}")
         return name
 
