@@ -2,17 +2,19 @@ from __future__ import annotations
 
 import pytest
 
-from slicecount.datasource.query import (
+from slicecount.datasource.nodes import (
     MAX_REGEX_LENGTH,
     Aggregate,
+    Binary,
     Matcher,
     Quantile,
     Rate,
+    Scalar,
     Selector,
-    parse,
     selectors,
     with_matchers,
 )
+from slicecount.datasource.query import parse
 from slicecount.errors import QueryError
 
 
@@ -109,8 +111,6 @@ def test_with_matchers_reaches_every_selector() -> None:
 
 
 def test_binary_operators_and_numbers() -> None:
-    from slicecount.datasource.query import Binary, Scalar
-
     node = parse("sum(rate(a)) / sum(rate(b)) * 100")
     assert isinstance(node, Binary) and node.op == "*" and node.right == Scalar(100.0)
     assert isinstance(node.left, Binary) and node.left.op == "/"

@@ -8,8 +8,9 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from slicecount.config import Settings
+from slicecount.datasource.nodes import Selector, compile_regex
 from slicecount.datasource.protocol import FUNCTIONS, regex_escape
-from slicecount.datasource.query import Selector, compile_regex, parse, unescape
+from slicecount.datasource.query import parse, unescape
 from slicecount.errors import QueryError
 from slicecount.histogram import BUCKET_SUFFIX, LE_LABEL
 

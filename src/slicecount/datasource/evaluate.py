@@ -11,7 +11,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from slicecount.datasource.query import (
+from slicecount.datasource.nodes import (
     Aggregate,
     Binary,
     Node,

@@ -13,15 +13,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from slicecount.datasource.query import (
-    Aggregate,
-    Matcher,
-    Node,
-    Quantile,
-    Rate,
-    parse,
-    with_matchers,
-)
+from slicecount.datasource.nodes import Aggregate, Matcher, Node, Quantile, Rate, with_matchers
+from slicecount.datasource.query import parse
 from slicecount.errors import QueryError
 
 
