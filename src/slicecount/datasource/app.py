@@ -115,7 +115,7 @@ class Datasource:
 
     @staticmethod
     def _table(target: Target, series: list[Series]) -> dict[str, Any]:
-        labels = discovery.label_names(("", "", s.labels) for s in series)
+        labels = discovery.label_names(series)
         columns = [{"text": "series", "type": "string"}]
         columns += [{"text": label, "type": "string"} for label in labels]
         columns += [{"text": "total", "type": "number"}, {"text": "last", "type": "number"}]

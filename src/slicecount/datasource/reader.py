@@ -7,20 +7,18 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from slicecount.config import Settings
+from slicecount.datasource.discovery import SeriesInfo
 from slicecount.datasource.evaluate import Fetch, Series, Timeline
-from slicecount.datasource.precision import oldest_kept
 from slicecount.datasource.protocol import LimitExceeded, Limits
 from slicecount.histogram import BUCKET_SUFFIX
 from slicecount.series import parse
-from slicecount.slices import slice_starts
+from slicecount.slices import oldest_kept, slice_starts
 from slicecount.store_async import AsyncStore
 
 CACHE_TTL = 2.0
 """Seconds a discovery answer (series of a metric, metric names) is reused: Grafana asks for
 the same panels over and over, and a series that appears shows up within this delay."""
 _MAX_PARSED = 100_000
-
-Parsed = tuple[str, str, dict[str, str]]  # series id, metric name, labels
 
 
 class Reader:
@@ -39,7 +37,7 @@ class Reader:
         self.clock = clock
         self.ttl = ttl
         self._cache: dict[Any, tuple[float, Any]] = {}
-        self._parsed: dict[str, Parsed] = {}
+        self._parsed: dict[str, SeriesInfo] = {}
 
     @property
     def discovery_precision(self) -> int:
@@ -57,19 +55,18 @@ class Reader:
         self._cache[key] = (now, value)
         return value
 
-    def _parse(self, series_id: str) -> Parsed:
+    def _parse(self, series_id: str) -> SeriesInfo:
         parsed = self._parsed.get(series_id)
         if parsed is None:
-            name, labels = parse(series_id)
-            parsed = (series_id, name, labels)
+            parsed = SeriesInfo(series_id, *parse(series_id))
             if len(self._parsed) < _MAX_PARSED:
                 self._parsed[series_id] = parsed
         return parsed
 
-    async def series_of(self, name: str, precision: int) -> list[Parsed]:
+    async def series_of(self, name: str, precision: int) -> list[SeriesInfo]:
         """The series of one metric at ``precision`` (ids that do not parse are skipped)."""
 
-        async def load() -> list[Parsed]:
+        async def load() -> list[SeriesInfo]:
             out = []
             for series_id in await self.store.series(name, precision):
                 try:
@@ -78,13 +75,13 @@ class Reader:
                     continue  # written by something else under our keys: ignore it
             return out
 
-        result: list[Parsed] = await self._cached(("series", name, precision), load)
+        result: list[SeriesInfo] = await self._cached(("series", name, precision), load)
         return result
 
-    async def everything(self) -> list[Parsed]:
+    async def everything(self) -> list[SeriesInfo]:
         """Every series at the discovery precision (for names, label keys and values)."""
 
-        async def load() -> list[Parsed]:
+        async def load() -> list[SeriesInfo]:
             out = []
             for series_id in await self.store.all_series(self.discovery_precision):
                 try:
@@ -93,12 +90,12 @@ class Reader:
                     continue
             return out
 
-        result: list[Parsed] = await self._cached(("all",), load)
+        result: list[SeriesInfo] = await self._cached(("all",), load)
         return result
 
     async def names(self) -> list[str]:
         """Metric names, histograms listed by their base name beside their parts."""
-        names = {name for _, name, _ in await self.everything()}
+        names = {s.name for s in await self.everything()}
         bases = {n[: -len(BUCKET_SUFFIX)] for n in names if n.endswith(BUCKET_SUFFIX)}
         return sorted(names | bases)
 
@@ -112,20 +109,21 @@ class Reader:
                 f"{len(starts)} points per series at precision {precision} s, more than the "
                 f"limit of {self.limits.max_points}: shorten the range or pick a coarser precision"
             )
-        return Timeline(precision, starts, now, oldest_kept(self.settings, precision, now))
+        oldest = oldest_kept(precision, self.settings.retention_for(precision), now)
+        return Timeline(precision, starts, now, oldest)
 
     async def load(self, wanted: Sequence[Fetch], timeline: Timeline) -> dict[Fetch, list[Series]]:
         """Discover, filter and read every fetch's series in one pipelined HMGET."""
         precision = timeline.precision
-        chosen: dict[Fetch, list[Parsed]] = {}
+        chosen: dict[Fetch, list[SeriesInfo]] = {}
         total = 0
         for fetch in wanted:
             selector, histogram = fetch
-            found: list[Parsed] = []
+            found: list[SeriesInfo] = []
             for name in selector.names:
                 metric = name + BUCKET_SUFFIX if histogram else name
                 found += [
-                    p for p in await self.series_of(metric, precision) if selector.matches(p[2])
+                    s for s in await self.series_of(metric, precision) if selector.matches(s.labels)
                 ]
             chosen[fetch] = found
             total += len(found)
@@ -134,12 +132,12 @@ class Reader:
                     f"the query matches more than {self.limits.max_series} series: "
                     "narrow it with label matchers or aggregate with sum by (...)"
                 )
-        ids = list(dict.fromkeys(p[0] for found in chosen.values() for p in found))
+        ids = list(dict.fromkeys(s.id for found in chosen.values() for s in found))
         counts = {}
         if ids:
             starts = timeline.starts
             counts = await self.store.read(ids, precision, starts.start, starts[-1])
         return {
-            fetch: [Series(name, labels, timeline.fill(counts[sid])) for sid, name, labels in found]
+            fetch: [Series(s.name, s.labels, timeline.fill(counts[s.id])) for s in found]
             for fetch, found in chosen.items()
         }
