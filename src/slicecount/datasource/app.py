@@ -23,9 +23,9 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from slicecount.config import Settings
-from slicecount.datasource import discovery
+from slicecount.datasource import discovery, frames
 from slicecount.datasource.auth import TokenAuth
-from slicecount.datasource.evaluate import Series, Timeline, evaluate, fetches
+from slicecount.datasource.evaluate import evaluate, fetches
 from slicecount.datasource.openapi import openapi_document
 from slicecount.datasource.precision import choose_precision
 from slicecount.datasource.protocol import (
@@ -52,12 +52,6 @@ ANNOTATION_LIMIT = 1000
 """Annotations returned for one panel at most."""
 
 
-def _number(value: float | None) -> float | int | None:
-    if value is None:
-        return None
-    return int(value) if value.is_integer() else value
-
-
 class Datasource:
     """The state the routes share: settings, limits, the reader, the clock."""
 
@@ -77,10 +71,10 @@ class Datasource:
         interval_ms = positive_number(body, "intervalMs")
         max_points = positive_number(body, "maxDataPoints")
         now = self.clock()
-        frames: list[dict[str, Any]] = []
+        answer: list[dict[str, Any]] = []
         for target in targets:
             if is_annotation_query(body, target):
-                frames.append(await self._annotation_table(target, start, end))
+                answer.append(await self._annotation_table(target, start, end))
                 continue
             node, pinned = compile_target(target, adhoc)
             if pinned is None:
@@ -93,57 +87,15 @@ class Datasource:
             data = await self.reader.load(fetches(node), timeline)
             series = evaluate(node, data, timeline)
             if target.table:
-                frames.append(self._table(target, series))
+                answer.append(frames.table(target.ref_id, series))
             else:
-                frames.extend(self._timeseries(target, series, timeline))
-        return frames
-
-    @staticmethod
-    def _timeseries(
-        target: Target, series: list[Series], timeline: Timeline
-    ) -> list[dict[str, Any]]:
-        stamps = [s * 1000 for s in timeline.starts]
-        return [
-            {
-                "target": s.legend(),
-                "refId": target.ref_id,
-                "tags": s.labels,
-                "datapoints": [[_number(v), t] for v, t in zip(s.values, stamps, strict=True)],
-            }
-            for s in series
-        ]
-
-    @staticmethod
-    def _table(target: Target, series: list[Series]) -> dict[str, Any]:
-        labels = discovery.label_names(series)
-        columns = [{"text": "series", "type": "string"}]
-        columns += [{"text": label, "type": "string"} for label in labels]
-        columns += [{"text": "total", "type": "number"}, {"text": "last", "type": "number"}]
-        rows = []
-        for s in series:
-            present = [v for v in s.values if v is not None]
-            total = _number(sum(present)) if present else None
-            last = _number(present[-1]) if present else None
-            rows.append([s.legend(), *(s.labels.get(label, "") for label in labels), total, last])
-        return {"type": "table", "refId": target.ref_id, "columns": columns, "rows": rows}
+                answer.extend(frames.timeseries(target.ref_id, series, timeline))
+        return answer
 
     async def _annotation_table(self, target: Target, start: float, end: float) -> dict[str, Any]:
-        found = await self.store.annotations(
-            start, end, annotation_tags(target.text), ANNOTATION_LIMIT
-        )
-        columns = [
-            {"text": "time", "type": "time"},
-            {"text": "timeEnd", "type": "time"},
-            {"text": "title", "type": "string"},
-            {"text": "text", "type": "string"},
-            {"text": "tags", "type": "string"},
-        ]
-        rows = [
-            [a["time"], a.get("timeEnd", a["time"]), a.get("title", ""), a.get("text", ""),
-             ",".join(a.get("tags", []))]
-            for a in found
-        ]  # fmt: skip
-        return {"type": "table", "refId": target.ref_id, "columns": columns, "rows": rows}
+        tags = annotation_tags(target.text)
+        found = await self.store.annotations(start, end, tags, ANNOTATION_LIMIT)
+        return frames.annotation_table(target.ref_id, found)
 
     # -- pickers, variables, annotations ---------------------------------------------------
 
@@ -203,17 +155,7 @@ class Datasource:
         annotation = require_object(body.get("annotation", {}), "'annotation'")
         tags = annotation_tags(annotation.get("query", ""))
         found = await self.store.annotations(start, end, tags, ANNOTATION_LIMIT)
-        return [
-            {
-                "annotation": annotation,
-                "time": a["time"],
-                "timeEnd": a.get("timeEnd", a["time"]),
-                "title": a.get("title", ""),
-                "text": a.get("text", ""),
-                "tags": a.get("tags", []),
-            }
-            for a in found
-        ]
+        return frames.legacy_annotations(annotation, found)
 
 
 def _endpoint(datasource: Datasource, handler: Handler) -> Callable[[Request], Awaitable[Response]]:
