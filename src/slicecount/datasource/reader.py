@@ -150,7 +150,7 @@ class Reader:
         queries = plan.series_queries
         wanted = metrics_to_discover(queries)
         found = [asyncio.ensure_future(self.series_of(name, p)) for name, p in wanted]
-        await _all_done(found)
+        await all_done(found)
         discovered: dict[MetricAt, list[SeriesInfo]] = {
             key: task.result() for key, task in zip(wanted, found, strict=True)
         }
@@ -165,7 +165,7 @@ class Reader:
             query: asyncio.ensure_future(self.annotations(plan.start, plan.end, query.tags))
             for query in plan.annotation_queries
         }
-        await _all_done([*reads.values(), *notes.values()])
+        await all_done([*reads.values(), *notes.values()])
         return Loaded(
             series={
                 query: filled(
@@ -179,7 +179,7 @@ class Reader:
         )
 
 
-async def _all_done(tasks: Sequence[asyncio.Future[Any]]) -> None:
+async def all_done(tasks: Sequence[asyncio.Future[Any]]) -> None:
     """Wait for every task; on the first failure cancel the others, so no Redis call outlives
     its request, and raise it."""
     try:
