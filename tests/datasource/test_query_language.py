@@ -116,3 +116,11 @@ def test_binary_operators_and_numbers() -> None:
     assert isinstance(node.left, Binary) and node.left.op == "/"
     assert len(selectors(node)) == 2
     assert len(selectors(with_matchers(node, (Matcher.make("a", "=", "b"),)))[1].matchers) == 1
+
+
+def test_names_follow_the_data_model_of_series_ids() -> None:
+    assert parse("a_b:c.d-e") == Selector(("a_b:c.d-e",))
+    with pytest.raises(QueryError, match="invalid metric name ':a'"):
+        parse(":a")
+    with pytest.raises(QueryError, match=r"invalid label name 'a\.b'"):
+        Matcher.make("a.b", "=", "x")
