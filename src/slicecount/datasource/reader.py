@@ -166,13 +166,10 @@ class Reader:
             for query in plan.annotation_queries
         }
         await all_done([*reads.values(), *notes.values()])
+        counts = {slices: task.result() for slices, task in reads.items()}
         return Loaded(
             series={
-                query: filled(
-                    selected,
-                    query.timeline,
-                    reads[query.timeline].result() if query.timeline in reads else {},
-                )
+                query: filled(selected, query.timeline, counts.get(query.timeline, {}))
                 for query, selected in chosen.items()
             },
             annotations={query: task.result() for query, task in notes.items()},
