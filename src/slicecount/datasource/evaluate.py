@@ -1,7 +1,7 @@
 """Evaluating a query tree over counts already read from Redis. Pure.
 
-The app asks ``fetches()`` which (selector, histogram?) pairs a tree needs, reads them, and
-passes the filled series to ``evaluate()``. Values are per slice: a count (0 for a missing
+The plan asks ``fetches()`` which (selector, histogram?) pairs a tree needs, the Reader reads
+them, and ``evaluate()`` gets the filled series. Values are per slice: a count (0 for a missing
 field inside retention), or None before retention and after now (Grafana draws a gap).
 """
 
