@@ -8,6 +8,7 @@ Starlette unless an older version without ``scope["route"]`` needs the full walk
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import MutableMapping, Sequence
 from typing import Any
@@ -55,20 +56,15 @@ def _walk(routes: Sequence[Any], scope: dict[str, Any], prefix: str) -> str | No
     return partial
 
 
-_templates: dict[int, tuple[Any, str | None]] = {}
-_MAX_TEMPLATES = 4096
-
-
 def _template(route: Any) -> str | None:
-    # Routes are unhashable (they define __eq__): cache by id, confirm by identity.
-    cached = _templates.get(id(route))
-    if cached is not None and cached[0] is route:
-        return cached[1]
     path = getattr(route, "path", None)
-    template = None
-    if isinstance(path, str):
-        # "/users/{id:int}" -> "/users/{id}": the converter is part of the code, not the route.
-        template = _CONVERTER.sub(r"{\1}", path) if ":" in path else path
-    if len(_templates) < _MAX_TEMPLATES:
-        _templates[id(route)] = (route, template)
-    return template
+    if not isinstance(path, str):
+        return None
+    return _without_converters(path) if ":" in path else path
+
+
+@functools.lru_cache(maxsize=4096)
+def _without_converters(path: str) -> str:
+    """``/users/{id:int}`` -> ``/users/{id}``: the converter is part of the code, not the
+    route. Cached by the path string (the result depends on nothing else), bounded."""
+    return _CONVERTER.sub(r"{\1}", path)
