@@ -8,7 +8,6 @@ Starlette unless an older version without ``scope["route"]`` needs the full walk
 
 from __future__ import annotations
 
-import functools
 import re
 from collections.abc import MutableMapping, Sequence
 from typing import Any
@@ -56,15 +55,18 @@ def _walk(routes: Sequence[Any], scope: dict[str, Any], prefix: str) -> str | No
     return partial
 
 
+_templates: dict[str, str] = {}
+_MAX_TEMPLATES = 4096
+
+
 def _template(route: Any) -> str | None:
     path = getattr(route, "path", None)
     if not isinstance(path, str):
         return None
-    return _without_converters(path) if ":" in path else path
-
-
-@functools.lru_cache(maxsize=4096)
-def _without_converters(path: str) -> str:
-    """``/users/{id:int}`` -> ``/users/{id}``: the converter is part of the code, not the
-    route. Cached by the path string (the result depends on nothing else), bounded."""
-    return _CONVERTER.sub(r"{\1}", path)
+    template = _templates.get(path)
+    if template is None:
+        # "/users/{id:int}" -> "/users/{id}": the converter is part of the code, not the route.
+        template = _CONVERTER.sub(r"{\1}", path) if ":" in path else path
+        if len(_templates) < _MAX_TEMPLATES:  # keyed by the path string: same path, same answer
+            _templates[path] = template
+    return template
