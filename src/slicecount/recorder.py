@@ -270,8 +270,6 @@ class Recorder:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    add_ids = add_many_trusted  # shim until the Recorder rewrite lands
-
 
 def _with_losses(pending: Pending, second: int, losses: dict[str, int]) -> Pending:
     """``pending`` plus the non-zero loss counters at ``second`` (a copy when they are added,
