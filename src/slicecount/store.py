@@ -9,19 +9,17 @@ own: the method table at the end binds each operation as a method.
 from __future__ import annotations
 
 import functools
-import time
 from collections.abc import Callable
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import redis
 
 from slicecount import annotating, reading, trimming, writing
-from slicecount.batches import Batch, Clock, Context, Operation, ping
+from slicecount.batches import Batch, Context, Operation, ping
 from slicecount.config import Settings
 from slicecount.errors import SlicecountError, StoreError
-from slicecount.keys import KeySpace
 from slicecount.replies import ReplyReader, ScriptMissing
-from slicecount.wire import LOAD_SCRIPTS, client_options, pack
+from slicecount.wire import LOAD_SCRIPTS, StoreBase, client_options, pack
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -39,28 +37,12 @@ def _blocking(
     return method
 
 
-class Store:
+class Store(StoreBase[redis.Redis]):
     """Counters in Redis at every configured precision (blocking redis-py client)."""
 
-    def __init__(
-        self,
-        settings: Settings | None = None,
-        *,
-        client: redis.Redis | None = None,
-        clock: Clock = time.time,
-    ) -> None:
-        self.context = Context.of(settings if settings is not None else Settings(), clock)
-        self.settings: Settings = self.context.settings
-        self.keys: KeySpace = self.context.keys
-        self.clock = clock
-        self.client: redis.Redis = client or redis.Redis.from_url(
-            self.settings.redis_url, **client_options(self.settings)
-        )
-
-    @classmethod
-    def from_url(cls, url: str, *, clock: Clock = time.time, **settings: Any) -> Store:
-        """A store for ``url``; other keyword arguments are ``Settings`` fields."""
-        return cls(Settings(redis_url=url, **settings), clock=clock)
+    @staticmethod
+    def _connect(settings: Settings) -> redis.Redis:
+        return redis.Redis.from_url(settings.redis_url, **client_options(settings))
 
     def run(self, operation: Operation[T]) -> T:
         """Drive one operation to its result on one pooled connection."""
@@ -111,9 +93,6 @@ class Store:
                 reply = refusal
             reader.feed(reply)
         return reader.result()
-
-    def _error(self, exc: Exception) -> StoreError:
-        return StoreError(f"redis at {self.settings.redis_url}: {exc}")
 
     def ping(self) -> bool:
         """True when Redis answers."""

@@ -7,7 +7,6 @@ table binds the operations an asyncio caller uses (the datasource, async apps an
 from __future__ import annotations
 
 import functools
-import time
 from collections.abc import Callable, Coroutine
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
@@ -15,12 +14,11 @@ import redis
 import redis.asyncio as aioredis
 
 from slicecount import annotating, reading, writing
-from slicecount.batches import Batch, Clock, Context, Operation, ping
+from slicecount.batches import Batch, Context, Operation, ping
 from slicecount.config import Settings
 from slicecount.errors import SlicecountError, StoreError
-from slicecount.keys import KeySpace
 from slicecount.replies import ReplyReader, ScriptMissing
-from slicecount.wire import LOAD_SCRIPTS, client_options, pack
+from slicecount.wire import LOAD_SCRIPTS, StoreBase, client_options, pack
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -38,28 +36,12 @@ def _awaiting(
     return method
 
 
-class AsyncStore:
+class AsyncStore(StoreBase[aioredis.Redis]):
     """Counters in Redis at every configured precision (redis.asyncio client)."""
 
-    def __init__(
-        self,
-        settings: Settings | None = None,
-        *,
-        client: aioredis.Redis | None = None,
-        clock: Clock = time.time,
-    ) -> None:
-        self.context = Context.of(settings if settings is not None else Settings(), clock)
-        self.settings: Settings = self.context.settings
-        self.keys: KeySpace = self.context.keys
-        self.clock = clock
-        self.client: aioredis.Redis = client or aioredis.Redis.from_url(
-            self.settings.redis_url, **client_options(self.settings)
-        )
-
-    @classmethod
-    def from_url(cls, url: str, *, clock: Clock = time.time, **settings: Any) -> AsyncStore:
-        """A store for ``url``; other keyword arguments are ``Settings`` fields."""
-        return cls(Settings(redis_url=url, **settings), clock=clock)
+    @staticmethod
+    def _connect(settings: Settings) -> aioredis.Redis:
+        return aioredis.Redis.from_url(settings.redis_url, **client_options(settings))
 
     async def run(self, operation: Operation[T]) -> T:
         """Drive one operation to its result on one pooled connection."""
@@ -110,9 +92,6 @@ class AsyncStore:
                 reply = refusal
             reader.feed(reply)
         return reader.result()
-
-    def _error(self, exc: Exception) -> StoreError:
-        return StoreError(f"redis at {self.settings.redis_url}: {exc}")
 
     async def ping(self) -> bool:
         """True when Redis answers."""

@@ -4,15 +4,21 @@ scripts and the packing of a batch into RESP bytes. Sends nothing."""
 from __future__ import annotations
 
 import hashlib
+import time
 from importlib import resources
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from hiredis import pack_command
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from slicecount.batches import Batch, Command, ScriptCall
+from slicecount.batches import Batch, Clock, Command, Context, ScriptCall
 from slicecount.config import Settings
+from slicecount.errors import StoreError
+from slicecount.keys import KeySpace
+
+C = TypeVar("C")
+S = TypeVar("S", bound="StoreBase[Any]")
 
 SCRIPTS = {
     name: (resources.files("slicecount") / "lua" / f"{name}.lua").read_text(encoding="utf-8")
@@ -55,3 +61,28 @@ def _wire(command: Command | ScriptCall) -> Command:
         sha = SCRIPT_SHAS[command.name]
         return ("EVALSHA", sha, len(command.keys), *command.keys, *command.args)
     return command
+
+
+class StoreBase(Generic[C]):
+    """What ``Store`` and ``AsyncStore`` hold: the operations' context and a client of kind C."""
+
+    def __init__(
+        self, settings: Settings | None = None, *, client: C | None = None, clock: Clock = time.time
+    ) -> None:
+        self.context = Context.of(settings if settings is not None else Settings(), clock)
+        self.settings: Settings = self.context.settings
+        self.keys: KeySpace = self.context.keys
+        self.clock = clock
+        self.client: C = client if client is not None else self._connect(self.settings)
+
+    @staticmethod
+    def _connect(settings: Settings) -> C:
+        raise NotImplementedError
+
+    @classmethod
+    def from_url(cls: type[S], url: str, *, clock: Clock = time.time, **settings: Any) -> S:
+        """A store for ``url``; other keyword arguments are ``Settings`` fields."""
+        return cls(Settings(redis_url=url, **settings), clock=clock)
+
+    def _error(self, exc: Exception) -> StoreError:
+        return StoreError(f"redis at {self.settings.redis_url}: {exc}")
