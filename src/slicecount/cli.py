@@ -203,12 +203,16 @@ def show(
               "through a Recorder and print what reads back at each precision")  # fmt: skip
 def demo(duration: float | None, port: int, rate: float, seed: int | None, synthetic: bool) -> None:
     """The whole stack on this machine: Redis, example apps, traffic, cleaner, datasource."""
-    if synthetic:
-        _synthetic(60, 200, seed)
-        return
-    from slicecount.demo import Demo
+    try:
+        if synthetic:
+            _synthetic(60, 200, seed)
+            return
+        from slicecount.demo import Demo
 
-    stack = Demo(port=port, rate=rate, seed=seed)
+        stack = Demo(port=port, rate=rate, seed=seed)
+    except SlicecountError as exc:  # no redis-server binary, a missing demo dependency
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(1)
 
     def on_signal(signum: int, frame: object) -> None:
         raise KeyboardInterrupt

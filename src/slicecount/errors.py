@@ -17,3 +17,8 @@ class StoreError(SlicecountError):
 
 class QueryError(SlicecountError, ValueError):
     """A datasource query is malformed or exceeds a limit."""
+
+
+class StartupError(SlicecountError):
+    """A process slicecount starts (the embedded redis-server, a demo service) did not come
+    up, or its binary is missing; the message says why and shows the process's last output."""
