@@ -18,21 +18,18 @@ from slicecount.config import Settings
 from slicecount.datasource.app import create_app
 from slicecount.datasource.protocol import regex_escape
 from slicecount.examples.traffic import flask_request, starlette_request
-from slicecount.middleware._core import QueryTracking
 
 ROOT = Path(__file__).resolve().parents[1]
 DASHBOARDS = sorted((ROOT / "grafana" / "dashboards").glob("*.json"))
 
 
 @pytest.fixture
-def demo_data(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> Iterator[Settings]:
+def demo_data(settings: Settings) -> Iterator[Settings]:
     """The example apps under the traffic generator's mix, in-process, recorded in Redis."""
     import random
 
     from slicecount.examples import flask_app, starlette_app
 
-    # the example app instruments its engine once per process; later tests reuse it
-    monkeypatch.setattr(QueryTracking, "enabled", True)
     recorder = slicecount.configure(settings)
     rng = random.Random(3)
     flask_app.create_app().logger.disabled = True

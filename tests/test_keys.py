@@ -58,3 +58,11 @@ def test_layout_is_cached_and_consistent() -> None:
     assert registry == "p:known:"
     assert layout == ((1, "1:s", "p:count:1:s"), (60, "60:s", "p:count:60:s"))
     assert keys.layout("s", (1, 60)) is keys.layout("s", (1, 60))
+
+
+def test_cursors_and_globs_come_from_here() -> None:
+    assert KeySpace.lex_after("60:a") == "(60:a"
+    assert KeySpace.member_globs("m", None) == ["*:m", "*:m{*"]
+    assert KeySpace.member_globs("m", 'm{k="a*"}') == ['*:m{k="a\\*"}']
+    layout = KeySpace().layout("s", (60,))
+    assert layout.registry == "known:" and layout.counters[0].key == "count:60:s"

@@ -256,11 +256,11 @@ def test_a_full_redis_keeps_counts_buffered_until_it_has_room(
     recorder.close()
 
 
-def test_add_many_counts_several_ids_at_once_and_rejects_bad_counts(store: Store) -> None:
+def test_add_ids_counts_several_ids_at_once_and_rejects_bad_counts(store: Store) -> None:
     recorder = Recorder(store, flush_interval=3600)
     a, b = recorder.series_id("pair", {"side": "a"}), recorder.series_id("pair", {"side": "b"})
-    recorder.add_many([(a, 2), (b, 3)], now=T0)
-    recorder.add_many([(a, 1), (b, 1.5)], now=T0)  # type: ignore[list-item]  # all or nothing
+    recorder.add_ids([(a, 2), (b, 3)], now=T0)
+    recorder.add_ids([(a, 1), (b, 1.5)], now=T0)  # type: ignore[list-item]  # all or nothing
     recorder.close()
     assert total(store, "pair", {"side": "a"}) == 2
     assert total(store, "pair", {"side": "b"}) == 3

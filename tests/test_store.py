@@ -58,7 +58,7 @@ def test_apply_reports_commands_redis_refused_and_keeps_the_rest(
 def test_apply_splits_huge_batches_into_several_transactions(
     store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("slicecount.operations.APPLY_CHUNK_COMMANDS", 10)
+    monkeypatch.setattr("slicecount.writing.APPLY_CHUNK_COMMANDS", 10)
     batch = {f"s{i}": {T0 + i: i + 1} for i in range(25)}
     assert store.apply(batch) == 0
     assert sum(n for sid in batch for _, n in store.get(sid, 86400)) == sum(range(1, 26))
@@ -84,10 +84,7 @@ def test_series_and_names_discover_without_neighbours(store: Store) -> None:
 def test_names_pages_through_a_large_registry(
     store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    original = __import__("slicecount.operations", fromlist=["names"]).names
-    monkeypatch.setattr(
-        "slicecount.operations.names", lambda keys, precision: original(keys, precision, page=7)
-    )
+    monkeypatch.setattr("slicecount.reading.PAGE", 7)
     store.apply({f"m{i:02d}": {T0: 1} for i in range(30)})
     assert store.names(1) == [f"m{i:02d}" for i in range(30)]
 

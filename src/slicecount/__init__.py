@@ -1,16 +1,59 @@
 """slicecount: counters over time for Flask and Starlette apps, kept in Redis at several
-precisions at once (the *Redis in Action* §5.2 counters pattern)."""
+precisions at once (the *Redis in Action* §5.2 counters pattern).
+
+The public names load lazily (PEP 562): ``import slicecount.series`` (or ``keys``, ``config``,
+the query parser, the middleware core) imports no Redis client and registers no process hook;
+the Redis-facing names load on first use.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
 
 from slicecount.config import Settings
-from slicecount.default import annotate, configure, event, get_recorder
-from slicecount.errors import ConfigurationError, QueryError, SlicecountError, StoreError
-from slicecount.recorder import Recorder, close_all
+from slicecount.errors import (
+    ConfigurationError,
+    QueryError,
+    SlicecountError,
+    StartupError,
+    StoreError,
+)
 from slicecount.series import encode as series_id
 from slicecount.series import parse as parse_series
-from slicecount.store import Store
-from slicecount.store_async import AsyncStore
+
+if TYPE_CHECKING:
+    from slicecount.default import annotate, configure, event, get_recorder
+    from slicecount.recorder import Recorder, close_all
+    from slicecount.store import Store
+    from slicecount.store_async import AsyncStore
 
 __version__ = "0.1.0"
+
+_LAZY = {
+    "AsyncStore": "slicecount.store_async",
+    "Recorder": "slicecount.recorder",
+    "Store": "slicecount.store",
+    "annotate": "slicecount.default",
+    "close_all": "slicecount.recorder",
+    "configure": "slicecount.default",
+    "event": "slicecount.default",
+    "get_recorder": "slicecount.default",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'slicecount' has no attribute {name!r}")
+    value = getattr(import_module(module), name)
+    globals()[name] = value  # later look-ups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)
+
 
 __all__ = [
     "AsyncStore",
@@ -19,6 +62,7 @@ __all__ = [
     "Recorder",
     "Settings",
     "SlicecountError",
+    "StartupError",
     "Store",
     "StoreError",
     "__version__",

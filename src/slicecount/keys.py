@@ -1,4 +1,4 @@
-"""The only place that formats or parses a Redis key or registry member. Pure.
+"""The only place that formats or parses a Redis key, registry member, glob or lex cursor. Pure.
 
 With prefix ``P`` and one shard (the book's layout)::
 
@@ -13,11 +13,33 @@ its registry, so every multi-key operation stays inside one slot.
 from __future__ import annotations
 
 import zlib
-from dataclasses import dataclass
-from functools import lru_cache
+from dataclasses import dataclass, field
+from typing import NamedTuple
 
 LAYOUT_CACHE_SIZE = 65_536
 """Series whose keys are remembered between flushes (a flush writes the same series again)."""
+
+
+class Counter(NamedTuple):
+    """One series at one precision: its registry member and its hash."""
+
+    precision: int
+    member: str
+    key: str
+
+
+class Layout(NamedTuple):
+    """Where a series lives: its registry and its counter at every precision."""
+
+    registry: str
+    counters: tuple[Counter, ...]
+
+
+class Member(NamedTuple):
+    """A parsed registry member."""
+
+    precision: int
+    series_id: str
 
 
 @dataclass(frozen=True)
@@ -26,6 +48,9 @@ class KeySpace:
 
     prefix: str = ""
     shards: int = 1
+    _layouts: dict[tuple[str, tuple[int, ...]], Layout] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
 
     def shard(self, series_id: str) -> int:
         """The shard a series lives on (always 0 with one shard)."""
@@ -49,9 +74,7 @@ class KeySpace:
 
     def counter(self, precision: int, series_id: str) -> str:
         """The HASH holding one series at one precision."""
-        if self.shards == 1:
-            return f"{self.prefix}count:{precision}:{series_id}"
-        return f"{self.prefix}count:{{{self.shard(series_id)}}}:{precision}:{series_id}"
+        return self.counter_for_member(self.shard(series_id), self.member(precision, series_id))
 
     def counter_for_member(self, shard: int, member: str) -> str:
         """The HASH named by a registry member found in the registry of ``shard``."""
@@ -59,15 +82,28 @@ class KeySpace:
             return f"{self.prefix}count:{member}"
         return f"{self.prefix}count:{{{shard}}}:{member}"
 
-    def layout(
-        self, series_id: str, precisions: tuple[int, ...]
-    ) -> tuple[str, tuple[tuple[int, str, str], ...]]:
-        """The registry of a series and its (precision, member, hash key) at each precision."""
-        return _layout(self, series_id, precisions)
-
     def counter_prefix(self, shard: int = 0) -> str:
         """What ``counter_for_member`` puts before a registry member (for the trim script)."""
         return self.counter_for_member(shard, "")
+
+    def layout(self, series_id: str, precisions: tuple[int, ...]) -> Layout:
+        """The registry of a series and its counter at each precision (cached: the write path
+        asks for the same series at every flush)."""
+        cache_key = (series_id, precisions)
+        found = self._layouts.get(cache_key)
+        if found is not None:
+            return found
+        layout = Layout(
+            self.known_for(series_id),
+            tuple(
+                Counter(p, self.member(p, series_id), self.counter(p, series_id))
+                for p in precisions
+            ),
+        )
+        if len(self._layouts) >= LAYOUT_CACHE_SIZE:
+            self._layouts.clear()
+        self._layouts[cache_key] = layout
+        return layout
 
     def cleaner_cutoffs(self) -> str:
         """HASH precision -> the cutoff the last complete cleaner pass trimmed to."""
@@ -93,12 +129,12 @@ class KeySpace:
         return f"{precision}:{series_id}"
 
     @staticmethod
-    def parse_member(member: str) -> tuple[int, str]:
-        """``"60:http.requests{...}"`` -> ``(60, "http.requests{...}")``; ValueError if bad."""
+    def parse_member(member: str) -> Member:
+        """``"60:http.requests{...}"`` -> ``Member(60, "http.requests{...}")``, else ValueError."""
         precision, sep, series_id = member.partition(":")
         if not sep or not precision.isdigit() or not series_id:
             raise ValueError(f"malformed registry member {member!r}")
-        return int(precision), series_id
+        return Member(int(precision), series_id)
 
     @staticmethod
     def lex_range_precision(precision: int) -> tuple[str, str]:
@@ -110,11 +146,20 @@ class KeySpace:
         """ZRANGEBYLEX bounds of the labelled series of ``name`` ('|' sorts right after '{')."""
         return f"[{precision}:{name}{{", f"({precision}:{name}|"
 
+    @staticmethod
+    def lex_after(member: str) -> str:
+        """The ZRANGEBYLEX start that continues a walk right after ``member``."""
+        return "(" + member
 
-@lru_cache(maxsize=LAYOUT_CACHE_SIZE)
-def _layout(
-    keys: KeySpace, series_id: str, precisions: tuple[int, ...]
-) -> tuple[str, tuple[tuple[int, str, str], ...]]:
-    return keys.known_for(series_id), tuple(
-        (p, keys.member(p, series_id), keys.counter(p, series_id)) for p in precisions
-    )
+    @staticmethod
+    def member_globs(name: str, series_id: str | None) -> list[str]:
+        """ZSCAN MATCH patterns for the members of one series (any precision), or of every
+        series of metric ``name``. Coarse: callers confirm each hit with ``parse_member``."""
+        if series_id is not None:
+            return [f"*:{_glob_escape(series_id)}"]
+        escaped = _glob_escape(name)
+        return [f"*:{escaped}", f"*:{escaped}{{*"]
+
+
+def _glob_escape(text: str) -> str:
+    return "".join("\\" + ch if ch in "*?[]\\" else ch for ch in text)

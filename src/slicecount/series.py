@@ -24,9 +24,19 @@ LabelValue = str | int
 Labels = Mapping[str, LabelValue]
 
 
+def is_metric_name(text: str) -> bool:
+    """True when ``text`` is a valid metric name: ``[A-Za-z_][A-Za-z0-9_.:-]*``."""
+    return _NAME.match(text) is not None
+
+
+def is_label_name(text: str) -> bool:
+    """True when ``text`` is a valid label name: ``[A-Za-z_][A-Za-z0-9_]*``."""
+    return _LABEL_NAME.match(text) is not None
+
+
 def validate_name(name: object) -> str:
     """Return ``name`` if it is a valid metric name, else raise naming it."""
-    if not isinstance(name, str) or not _NAME.match(name):
+    if not isinstance(name, str) or not is_metric_name(name):
         raise ConfigurationError(
             f"invalid metric name {name!r}: expected [A-Za-z_][A-Za-z0-9_.:-]*"
         )
@@ -56,7 +66,7 @@ def normalize_labels(labels: Labels | None) -> dict[str, str]:
         raise ConfigurationError(f"labels must be a mapping, got {labels!r}")
     out: dict[str, str] = {}
     for key in sorted(labels, key=str):
-        if not isinstance(key, str) or not _LABEL_NAME.match(key):
+        if not isinstance(key, str) or not is_label_name(key):
             raise ConfigurationError(f"invalid label name {key!r}: expected [A-Za-z_][A-Za-z0-9_]*")
         out[key] = _label_value(key, labels[key])
     return out
@@ -102,7 +112,7 @@ def parse(series_id: str) -> tuple[str, dict[str, str]]:
         if eq < 0 or eq + 1 >= end or text[eq + 1] != '"':
             raise ConfigurationError(f"malformed series id {series_id!r} at offset {pos}")
         key = text[pos:eq]
-        if not _LABEL_NAME.match(key):
+        if not is_label_name(key):
             raise ConfigurationError(f"malformed series id {series_id!r}: label {key!r}")
         value, pos = _read_quoted(text, eq + 2, series_id)
         if key in labels:

@@ -1,220 +1,104 @@
-"""The synchronous store: the only module (with its asyncio twin) that sends Redis commands.
+"""The blocking store: the only module (with its asyncio twin) that sends Redis commands.
 
-Operations are built in ``slicecount.operations`` and ``slicecount.trimming``; ``StoreBase``
-checks arguments; this class executes command batches and translates redis-py errors into
-``StoreError``.
+It executes the operations of ``writing``, ``reading``, ``annotating`` and ``trimming``: each
+operation runs on one pooled connection, each batch goes out as one packed buffer and its
+replies are fed to a ``ReplyReader``; redis-py errors become ``StoreError``. No logic of its
+own: the method table at the end binds each operation as a method.
 """
 
 from __future__ import annotations
 
-import time
-from collections.abc import Mapping, Sequence
-from typing import Any
+import functools
+from collections.abc import Callable
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import redis
 
-from slicecount import operations as ops
-from slicecount import trimming
+from slicecount import annotating, reading, trimming, writing
+from slicecount.batches import Batch, Context, Operation, ping
 from slicecount.config import Settings
-from slicecount.errors import StoreError
-from slicecount.operations import Batch, Operation
-from slicecount.series import Labels
-from slicecount.store_base import (
-    SCRIPTS,
-    Clock,
-    StoreBase,
-    client_options,
-    exec_replies,
-    pack_transaction,
-    wire_command,
-)
+from slicecount.errors import SlicecountError, StoreError
+from slicecount.replies import ReplyReader, ScriptMissing
+from slicecount.wire import LOAD_SCRIPTS, StoreBase, client_options, pack
 
-__all__ = ["Clock", "Store", "StoreBase", "client_options"]
+P = ParamSpec("P")
+T = TypeVar("T")
 
 
-class Store(StoreBase):
+def _blocking(
+    op: Callable[Concatenate[Context, P], Operation[T]],
+) -> Callable[Concatenate[Store, P], T]:
+    """An operation as a ``Store`` method (its docstring and signature, minus the context)."""
+
+    @functools.wraps(op)
+    def method(self: Store, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        return self.run(op(self.context, *args, **kwargs))
+
+    return method
+
+
+class Store(StoreBase[redis.Redis]):
     """Counters in Redis at every configured precision (blocking redis-py client)."""
 
-    def __init__(
-        self,
-        settings: Settings | None = None,
-        *,
-        client: redis.Redis | None = None,
-        clock: Clock = time.time,
-    ) -> None:
-        super().__init__(settings, clock=clock)
-        self.client: redis.Redis = client or redis.Redis.from_url(
-            self.settings.redis_url, **client_options(self.settings)
-        )
+    @staticmethod
+    def _connect(settings: Settings) -> redis.Redis:
+        return redis.Redis.from_url(settings.redis_url, **client_options(settings))
 
-    def _execute(self, batch: Batch) -> list[Any]:
-        if batch.bulk:
-            return self._execute_bulk(batch)
+    def run(self, operation: Operation[T]) -> T:
+        """Drive one operation to its result on one pooled connection."""
         try:
-            return self._execute_pipeline(batch)
-        except redis.exceptions.NoScriptError:
-            self._load_scripts()  # a restarted or flushed server: load and send again
-            return self._execute_pipeline(batch)
-
-    def _load_scripts(self) -> None:
-        try:
-            for source in SCRIPTS.values():
-                self.client.script_load(source)
-        except redis.RedisError as exc:
-            raise StoreError(f"redis at {self.settings.redis_url}: {exc}") from exc
-
-    def _execute_pipeline(self, batch: Batch) -> list[Any]:
-        try:
-            with self.client.pipeline(transaction=batch.transaction) as pipe:
-                for command in batch.commands:
-                    pipe.execute_command(*wire_command(command))  # type: ignore[no-untyped-call]
-                return pipe.execute()
-        except redis.exceptions.NoScriptError:
-            raise
-        except redis.RedisError as exc:
-            raise StoreError(f"redis at {self.settings.redis_url}: {exc}") from exc
-
-    def _execute_bulk(self, batch: Batch) -> list[Any]:
-        """One MULTI/EXEC sent as a single packed buffer; redis-py's pipeline spends ~15 us of
-        Python per command, which would make a 10 000-series flush take over a second."""
+            batch = next(operation)  # argument checks run here, before any I/O
+        except StopIteration as nothing_to_send:
+            early: T = nothing_to_send.value
+            return early
         pool = self.client.connection_pool
         try:
             connection = pool.get_connection()
         except redis.RedisError as exc:
-            raise StoreError(f"redis at {self.settings.redis_url}: {exc}") from exc
+            raise self._error(exc) from exc
         try:
-            connection.send_packed_command(  # type: ignore[no-untyped-call]
-                pack_transaction(connection, batch.commands)
-            )
-            refusals: list[redis.ResponseError] = []
-            for _ in range(len(batch.commands) + 1):  # MULTI's OK, then one QUEUED each
-                try:
-                    connection.read_response()
-                except redis.ResponseError as refusal:
-                    refusals.append(refusal)
-            try:
-                replies = connection.read_response(disable_decoding=True)
-            except redis.ResponseError as exc:
-                replies = exc
-            return exec_replies(replies, refusals)
-        except StoreError:
-            raise
+            while True:
+                batch = operation.send(self._send(connection, batch))
+        except StopIteration as done:
+            result: T = done.value
+            return result
+        except SlicecountError:
+            raise  # refused by Redis or by the operation: every reply was read
         except redis.RedisError as exc:
-            connection.disconnect()  # type: ignore[no-untyped-call]  # half-read replies must not reach the next user
-            raise StoreError(f"redis at {self.settings.redis_url}: {exc}") from exc
-        except BaseException:
             connection.disconnect()  # type: ignore[no-untyped-call]
+            raise self._error(exc) from exc
+        except BaseException:
+            connection.disconnect()  # type: ignore[no-untyped-call]  # half-read replies
             raise
         finally:
             pool.release(connection)
 
-    def _run(self, operation: Operation) -> Any:
-        return ops.run_sync(operation, self._execute)
+    def _send(self, connection: Any, batch: Batch) -> list[Any]:
+        try:
+            return self._round_trip(connection, batch)
+        except ScriptMissing:  # a new, restarted or flushed server: teach it, send again
+            self._round_trip(connection, LOAD_SCRIPTS)
+            return self._round_trip(connection, batch)
 
-    def incr(
-        self, name: str, n: int = 1, labels: Labels | None = None, now: float | None = None
-    ) -> None:
-        """Add ``n`` to a series at every precision now (the book's update_counter)."""
-        self._run(self._incr_op(name, n, labels, now))
-
-    def apply(self, batch: Mapping[str, Mapping[int, int]]) -> int:
-        """Write ``{series id: {epoch second: count}}``; return how many commands Redis refused."""
-        refused: int = self._run(self._apply_op(batch))
-        return refused
-
-    def get(self, name: str, precision: int, labels: Labels | None = None) -> list[tuple[int, int]]:
-        """Every ``(slice start, count)`` of a series at ``precision``, oldest first."""
-        result: list[tuple[int, int]] = self._run(self._get_op(name, precision, labels))
-        return result
-
-    def series(self, name: str, precision: int) -> list[str]:
-        """The series ids of metric ``name`` that exist at ``precision``."""
-        result: list[str] = self._run(self._series_op(name, precision))
-        return result
-
-    def names(self, precision: int) -> list[str]:
-        """The metric names that have a series at ``precision``."""
-        result: list[str] = self._run(self._names_op(precision))
-        return result
-
-    def read(
-        self, series_ids: Sequence[str], precision: int, start: float, end: float
-    ) -> dict[str, list[int | None]]:
-        """Counts of each series for every slice from ``start`` to ``end`` (None: no field)."""
-        result: dict[str, list[int | None]] = self._run(
-            self._read_op(series_ids, precision, start, end)
-        )
-        return result
-
-    def all_series(self, precision: int) -> list[str]:
-        """Every series id that exists at ``precision``."""
-        result: list[str] = self._run(self._all_series_op(precision))
-        return result
-
-    def annotate(
-        self,
-        text: str,
-        tags: Sequence[str] = (),
-        when: float | None = None,
-        end: float | None = None,
-        title: str = "",
-    ) -> dict[str, Any]:
-        """Record an annotation (a deploy marker...) at ``when`` (default now); returns it."""
-        annotation = self._annotation(text, tags, when, end, title)
-        self._run(ops.add_annotation(self.keys, annotation))
-        return annotation
-
-    def annotations(
-        self, start: float, end: float, tags: Sequence[str] = (), limit: int = 1000
-    ) -> list[dict[str, Any]]:
-        """Annotations from ``start`` to ``end`` (epoch seconds) having all ``tags``."""
-        result: list[dict[str, Any]] = self._run(self._annotations_op(start, end, limit))
-        return [a for a in result if set(tags) <= set(a.get("tags", ()))]
-
-    def trim_chunk(
-        self,
-        precision: int,
-        start: str | None,
-        chunk: int,
-        mode: str,
-        cutoff: int,
-        first: int,
-        shard: int = 0,
-    ) -> trimming.TrimChunk:
-        """One atomic trim of up to ``chunk`` hashes of ``precision`` (the cleaner's step)."""
-        result: trimming.TrimChunk = self._run(
-            self._trim_op(shard, precision, start, chunk, mode, cutoff, first)
-        )
-        return result
-
-    def acquire_lease(self, pass_index: int, owner: str, ttl_ms: int) -> bool:
-        """True if this caller is the one cleaner to do pass ``pass_index``."""
-        result: bool = self._run(trimming.acquire_lease(self.keys, pass_index, owner, ttl_ms))
-        return result
-
-    def cleaner_cutoffs(self) -> dict[int, int]:
-        """precision -> the cutoff the last complete cleaner pass trimmed to."""
-        result: dict[int, int] = self._run(trimming.cutoffs(self.keys))
-        return result
-
-    def save_cleaner_cutoff(self, precision: int, cutoff: int) -> None:
-        self._run(trimming.save_cutoff(self.keys, precision, cutoff))
-
-    def trim_annotations(self, before: float) -> int:
-        """Drop annotations older than ``before`` (epoch seconds); return how many."""
-        result: int = self._run(trimming.trim_annotations(self.keys, int(before * 1000)))
-        return result
-
-    def delete(self, name: str, labels: Labels | None = None) -> int:
-        """Remove a metric (or one labelled series of it); return how many hashes went."""
-        result: int = self._run(self._delete_op(name, labels))
-        return result
+    @staticmethod
+    def _round_trip(connection: Any, batch: Batch) -> list[Any]:
+        reader = ReplyReader(batch)
+        connection.send_packed_command([pack(batch)])
+        for _ in range(reader.expected):
+            try:
+                reply = connection.read_response()
+            except redis.exceptions.NoScriptError as refusal:
+                reply = ScriptMissing(str(refusal))
+            except redis.ResponseError as refusal:
+                reply = refusal
+            reader.feed(reply)
+        return reader.result()
 
     def ping(self) -> bool:
         """True when Redis answers."""
         try:
-            return bool(self.client.ping())
-        except redis.RedisError:
+            return self.run(ping(self.context))
+        except StoreError:
             return False
 
     def close(self) -> None:
@@ -226,3 +110,20 @@ class Store(StoreBase):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    incr = _blocking(writing.incr)
+    apply = _blocking(writing.apply)
+    write_buffer = _blocking(writing.write_buffer)
+    get = _blocking(reading.get)
+    series = _blocking(reading.series)
+    names = _blocking(reading.names)
+    all_series = _blocking(reading.all_series)
+    read = _blocking(reading.read)
+    delete = _blocking(reading.delete)
+    annotate = _blocking(annotating.annotate)
+    annotations = _blocking(annotating.find)
+    trim_chunk = _blocking(trimming.trim_chunk)
+    acquire_lease = _blocking(trimming.acquire_lease)
+    cleaner_cutoffs = _blocking(trimming.cleaner_cutoffs)
+    save_cleaner_cutoff = _blocking(trimming.save_cleaner_cutoff)
+    trim_annotations = _blocking(trimming.trim_annotations)

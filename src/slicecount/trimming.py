@@ -1,13 +1,14 @@
-"""The cleaner's Redis operations, as sans-I/O generators (executed by the stores). Pure."""
+"""The cleaner's Redis operations: trim a chunk, the lease, the cutoffs, old annotations. Pure."""
 
 from __future__ import annotations
 
-from collections.abc import Generator
 from dataclasses import dataclass, field
-from typing import Any
 
-from slicecount.keys import KeySpace
-from slicecount.operations import Batch, ScriptCall
+from slicecount.batches import Batch, Context, Operation, ScriptCall, pairs
+from slicecount.errors import ConfigurationError
+
+MODES = ("full", "incremental")
+""""full": list every hash's fields; "incremental": delete the slices expired since by name."""
 
 
 @dataclass(frozen=True)
@@ -23,18 +24,23 @@ class TrimChunk:
 
 
 def trim_chunk(
-    keys: KeySpace,
-    shard: int,
+    ctx: Context,
     precision: int,
     start: str | None,
     chunk: int,
     mode: str,
     cutoff: int,
-    retention: int,
     first: int,
-) -> Generator[Batch, list[Any], TrimChunk]:
-    """Trim up to ``chunk`` hashes of ``precision`` from lex cursor ``start`` in one call."""
+    shard: int = 0,
+) -> Operation[TrimChunk]:
+    """One atomic trim of up to ``chunk`` hashes of ``precision`` from lex cursor ``start``
+    (the cleaner's step): slices older than ``cutoff`` go, emptied hashes leave the registry."""
+    ctx.settings.check_precision(precision)
+    if mode not in MODES or chunk < 1:
+        raise ConfigurationError(f"trim needs mode full|incremental and chunk >= 1, got {mode!r}")
+    keys = ctx.keys
     low, high = keys.lex_range_precision(precision)
+    retention = ctx.settings.retention_for(precision)
     call = ScriptCall(
         "trim",
         (keys.known(shard),),
@@ -43,22 +49,22 @@ def trim_chunk(
     )  # fmt: skip
     (reply,) = yield Batch([call])
     last, scanned, deleted, removed, full, *bad = reply
-    return TrimChunk("(" + last if last else None, scanned, deleted, removed, full, list(bad))
+    next_start = keys.lex_after(last) if last else None
+    return TrimChunk(next_start, scanned, deleted, removed, full, list(bad))
 
 
-def acquire_lease(
-    keys: KeySpace, pass_index: int, owner: str, ttl_ms: int
-) -> Generator[Batch, list[Any], bool]:
+def acquire_lease(ctx: Context, pass_index: int, owner: str, ttl_ms: int) -> Operation[bool]:
     """SET NX PX: True for the one cleaner that gets to do pass ``pass_index``."""
-    (reply,) = yield Batch([("SET", keys.cleaner_lease(pass_index), owner, "NX", "PX", ttl_ms)])
-    return bool(reply)
+    key = ctx.keys.cleaner_lease(pass_index)
+    (reply,) = yield Batch([("SET", key, owner, "NX", "PX", ttl_ms)])
+    return reply is not None
 
 
-def cutoffs(keys: KeySpace) -> Generator[Batch, list[Any], dict[int, int]]:
-    """precision -> cutoff of the last complete pass."""
-    (data,) = yield Batch([("HGETALL", keys.cleaner_cutoffs())])
+def cleaner_cutoffs(ctx: Context) -> Operation[dict[int, int]]:
+    """precision -> the cutoff the last complete cleaner pass trimmed to."""
+    (flat,) = yield Batch([("HGETALL", ctx.keys.cleaner_cutoffs())])
     out = {}
-    for precision, cutoff in data.items():
+    for precision, cutoff in pairs(flat):
         try:
             out[int(precision)] = int(cutoff)
         except ValueError:
@@ -66,11 +72,15 @@ def cutoffs(keys: KeySpace) -> Generator[Batch, list[Any], dict[int, int]]:
     return out
 
 
-def save_cutoff(keys: KeySpace, precision: int, cutoff: int) -> Generator[Batch, list[Any], None]:
-    yield Batch([("HSET", keys.cleaner_cutoffs(), precision, cutoff)])
+def save_cleaner_cutoff(ctx: Context, precision: int, cutoff: int) -> Operation[None]:
+    """Remember that a complete pass trimmed ``precision`` up to ``cutoff``."""
+    yield Batch([("HSET", ctx.keys.cleaner_cutoffs(), precision, cutoff)])
 
 
-def trim_annotations(keys: KeySpace, before_ms: int) -> Generator[Batch, list[Any], int]:
-    """Drop annotations older than ``before_ms``; return how many went."""
-    (removed,) = yield Batch([("ZREMRANGEBYSCORE", keys.annotations(), "-inf", f"({before_ms}")])
+def trim_annotations(ctx: Context, before: float) -> Operation[int]:
+    """Drop annotations older than ``before`` (epoch seconds); return how many went."""
+    before_ms = int(before * 1000)
+    (removed,) = yield Batch(
+        [("ZREMRANGEBYSCORE", ctx.keys.annotations(), "-inf", f"({before_ms}")]
+    )
     return int(removed)

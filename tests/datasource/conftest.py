@@ -11,7 +11,9 @@ from starlette.testclient import TestClient
 from slicecount.config import Settings
 from slicecount.datasource.app import create_app
 from slicecount.datasource.protocol import Limits
+from slicecount.datasource.reader import Reader
 from slicecount.store import Store
+from slicecount.store_async import AsyncStore
 
 T0 = 1_700_006_400  # a multiple of 86400
 NOW = T0 + 7230  # 2 h 30 s later: 30 s into a 60 s slice
@@ -131,11 +133,9 @@ def fuzz_client(ds_settings: Settings, store: Store) -> Iterator[TestClient]:
     from tests.datasource.test_schemathesis import _app
 
     write_known_data(store)
-    datasource = _app.state.datasource
+    reader: Reader = _app.state.datasource
     real = Settings(redis_url=ds_settings.redis_url)
-    from slicecount.store_async import AsyncStore
-
-    datasource.store = datasource.reader.store = AsyncStore(real, clock=lambda: NOW)
-    datasource.reader._cache.clear()
+    reader.store = AsyncStore(real, clock=lambda: NOW)  # its settings come with it
+    reader._cache.clear()
     with TestClient(_app) as client:
         yield client

@@ -70,6 +70,10 @@ def test_series_limit(client: TestClient, store: Any) -> None:
     assert "more than 50 series" in response.json()["message"]
     assert client.post("/query", json=query("sum(many)")).status_code == 422
     assert client.post("/query", json=query('many{i=~"1."}')).status_code == 200
+    # every target is compiled before any series is discovered: the malformed one is reported
+    both = [{"target": "many", "refId": "A"}, {"target": "rate(", "refId": "B"}]
+    response = client.post("/query", json=legacy_body(both, NOW - HOUR, NOW))
+    assert response.status_code == 400 and "expected a metric name" in response.json()["message"]
 
 
 @pytest.mark.parametrize(

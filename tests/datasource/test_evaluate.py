@@ -62,7 +62,7 @@ def test_quantile_interpolates_like_prometheus() -> None:
 def test_histogram_quantile_groups_buckets_by_their_other_labels() -> None:
     node = parse("histogram_quantile(0.5, h)")
     (fetch,) = fetches(node)
-    assert fetch[1] is True  # reads the bucket series
+    assert fetch.histogram is True  # reads the bucket series
     buckets = [
         Series("h.bucket", {"route": "/a", "le": "0.1"}, [10.0]),
         Series("h.bucket", {"route": "/a", "le": "1"}, [10.0]),

@@ -2,17 +2,19 @@ from __future__ import annotations
 
 import pytest
 
-from slicecount.datasource.query import (
+from slicecount.datasource.nodes import (
     MAX_REGEX_LENGTH,
     Aggregate,
+    Binary,
     Matcher,
     Quantile,
     Rate,
+    Scalar,
     Selector,
-    parse,
     selectors,
     with_matchers,
 )
+from slicecount.datasource.query import parse
 from slicecount.errors import QueryError
 
 
@@ -109,10 +111,16 @@ def test_with_matchers_reaches_every_selector() -> None:
 
 
 def test_binary_operators_and_numbers() -> None:
-    from slicecount.datasource.query import Binary, Scalar
-
     node = parse("sum(rate(a)) / sum(rate(b)) * 100")
     assert isinstance(node, Binary) and node.op == "*" and node.right == Scalar(100.0)
     assert isinstance(node.left, Binary) and node.left.op == "/"
     assert len(selectors(node)) == 2
     assert len(selectors(with_matchers(node, (Matcher.make("a", "=", "b"),)))[1].matchers) == 1
+
+
+def test_names_follow_the_data_model_of_series_ids() -> None:
+    assert parse("a_b:c.d-e") == Selector(("a_b:c.d-e",))
+    with pytest.raises(QueryError, match="invalid metric name ':a'"):
+        parse(":a")
+    with pytest.raises(QueryError, match=r"invalid label name 'a\.b'"):
+        Matcher.make("a.b", "=", "x")

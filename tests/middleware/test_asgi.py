@@ -18,7 +18,6 @@ from starlette.routing import Mount, Route, Router, WebSocketRoute
 from starlette.testclient import TestClient
 from starlette.websockets import WebSocket
 
-from slicecount.middleware._core import QueryTracking
 from slicecount.middleware.asgi import Message, Scope
 from slicecount.middleware.sqlalchemy import instrument_sqlalchemy, uninstrument_sqlalchemy
 from slicecount.middleware.starlette import SliceCountMiddleware
@@ -161,8 +160,7 @@ def test_a_raw_asgi_app_that_never_answers_counts_500(recorder: Recorder, store:
 
 
 @pytest.fixture
-def engine(recorder: Recorder, monkeypatch: pytest.MonkeyPatch) -> Iterator[Engine]:
-    monkeypatch.setattr(QueryTracking, "enabled", False)
+def engine(recorder: Recorder) -> Iterator[Engine]:
     engine = create_engine(
         "sqlite://", poolclass=StaticPool, connect_args={"check_same_thread": False}
     )
@@ -172,8 +170,9 @@ def engine(recorder: Recorder, monkeypatch: pytest.MonkeyPatch) -> Iterator[Engi
     engine.dispose()
 
 
-def test_queries_in_a_threadpool_endpoint_count_for_the_request(
-    engine: Engine, recorder: Recorder, store: Store
+@pytest.mark.parametrize("track_queries", [True, False])
+def test_queries_in_a_threadpool_endpoint_count_for_the_request_when_tracked(
+    engine: Engine, recorder: Recorder, store: Store, track_queries: bool
 ) -> None:
     def two_queries(request: Request) -> Response:  # sync: Starlette runs it in a thread
         with engine.connect() as conn:
@@ -182,8 +181,10 @@ def test_queries_in_a_threadpool_endpoint_count_for_the_request(
         return PlainTextResponse("ok")
 
     app = Starlette(routes=[Route("/q", two_queries)])
-    app.add_middleware(SliceCountMiddleware, recorder=recorder)
+    app.add_middleware(SliceCountMiddleware, recorder=recorder, track_queries=track_queries)
     with TestClient(app) as client:
         client.get("/q")
-    assert by_label(store, "http.request.queries.bucket", "le", route="/q") == {"2": 1}
-    assert total(store, "db.queries", operation="SELECT") == 2
+    queries = by_label(store, "http.request.queries.bucket", "le", route="/q")
+    assert queries == ({"2": 1} if track_queries else {})
+    assert total(store, "db.queries", operation="SELECT") == 2  # the engine counts either way
+    assert total(store, "http.requests", route="/q") == 1

@@ -13,7 +13,6 @@ from sqlalchemy.pool import StaticPool
 
 from slicecount.config import Settings
 from slicecount.embedded import EmbeddedRedis
-from slicecount.middleware._core import QueryTracking
 from slicecount.middleware.flask import SliceCount
 from slicecount.middleware.sqlalchemy import instrument_sqlalchemy, uninstrument_sqlalchemy
 from slicecount.recorder import Recorder
@@ -106,6 +105,23 @@ def test_route_is_known_even_when_an_earlier_hook_answers(recorder: Recorder, st
     assert by_label(store, "http.requests", "route", status="401") == {"/secret/<name>": 1}
 
 
+def test_one_extension_instruments_several_apps_and_refuses_unknown_options(
+    recorder: Recorder, store: Store
+) -> None:
+    extension = SliceCount(recorder=recorder, exclude_paths=(p for p in ["/users/*"]))
+    for name in ("first", "second"):
+        app = Flask(name)
+        app.add_url_rule("/", "home", lambda: "home")
+        app.add_url_rule("/users/<int:user_id>", "user", lambda user_id: "user")
+        extension.init_app(app)
+        app.test_client().get("/users/1", buffered=True)  # excluded in both: read twice
+        app.test_client().get("/", buffered=True)
+    assert recorder.flush()
+    assert by_label(store, "http.requests", "route") == {"/": 2}
+    with pytest.raises(TypeError, match="labelz"):
+        SliceCount(labelz={"a": "b"})  # type: ignore[call-arg]
+
+
 def test_excluded_paths_are_not_counted(recorder: Recorder, store: Store) -> None:
     client = make_app(recorder, exclude_paths=["/users/*"]).test_client()
     client.get("/users/1", buffered=True)
@@ -143,20 +159,18 @@ def test_redis_stopping_mid_traffic_fails_no_request_and_loses_no_count(
 
 
 @pytest.fixture
-def engine(recorder: Recorder, monkeypatch: pytest.MonkeyPatch) -> Iterator[Engine]:
-    monkeypatch.setattr(QueryTracking, "enabled", False)
+def engine(recorder: Recorder) -> Iterator[Engine]:
     engine = create_engine("sqlite://", poolclass=StaticPool)
     with engine.begin() as conn:
         conn.execute(text("CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT)"))
     metrics = instrument_sqlalchemy(engine, recorder=recorder)
-    assert QueryTracking.enabled
     yield engine
     uninstrument_sqlalchemy(engine, metrics)
     engine.dispose()
 
 
 def test_a_view_with_three_queries(engine: Engine, recorder: Recorder, store: Store) -> None:
-    app = make_app(recorder)
+    app = make_app(recorder, track_queries=True)
 
     @app.get("/three")
     def three() -> str:
@@ -182,3 +196,21 @@ def test_failed_queries_are_counted_too(engine: Engine, recorder: Recorder, stor
         conn.execute(text("PRAGMA user_version"))
     assert recorder.flush()
     assert by_label(store, "db.queries", "operation") == {"DELETE": 1, "OTHER": 1}
+
+
+def test_track_queries_is_per_middleware(engine: Engine, recorder: Recorder, store: Store) -> None:
+    tracked = make_app(recorder, track_queries=True)
+    untracked = make_app(recorder, labels={"app": "untracked"})
+    for app in (tracked, untracked):
+
+        @app.get("/count")
+        def count() -> str:
+            with engine.connect() as conn:
+                return str(conn.execute(text("SELECT count(*) FROM t")).scalar())
+
+        assert app.test_client().get("/count", buffered=True).status_code == 200
+    assert recorder.flush()
+    assert by_label(store, "http.requests", "app", route="/count") == {"": 1, "untracked": 1}
+    assert by_label(store, "http.request.queries.bucket", "le", route="/count") == {"1": 1}
+    assert total(store, "http.request.queries.bucket", app="untracked") == 0
+    assert total(store, "db.queries", operation="SELECT") == 2

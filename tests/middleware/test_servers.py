@@ -125,7 +125,9 @@ def run_server(
     command: list[str], redis_url: str, port: int, tmp_path: Path
 ) -> subprocess.Popen[bytes]:
     log = tmp_path / "server.log"
-    env = {**os.environ, "SLICECOUNT_REDIS_URL": redis_url, "PYTHONPATH": str(ROOT / "examples")}
+    # this checkout's src first: the servers must run the code under test, not an install
+    path = os.pathsep.join([str(ROOT / "src"), str(ROOT / "examples")])
+    env = {**os.environ, "SLICECOUNT_REDIS_URL": redis_url, "PYTHONPATH": path}
     with log.open("wb") as output:  # the child keeps its own copy of the descriptor
         process = subprocess.Popen(
             command, cwd=ROOT, env=env, stdout=output, stderr=subprocess.STDOUT

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -9,6 +10,9 @@ from typing import Any
 import pytest
 from werkzeug.test import Client
 
+import slicecount
+from slicecount import default
+from slicecount.config import Settings
 from slicecount.middleware.wsgi import SliceCountMiddleware, StartResponse
 from slicecount.recorder import Recorder
 from slicecount.store import Store
@@ -114,3 +118,65 @@ def test_a_client_that_goes_away_is_counted_once_with_the_sent_status(
     body.close()  # type: ignore[attr-defined]  # a second close records nothing more
     assert recorder.flush()
     assert by_label(store, "http.requests", "status") == {"200": 1}
+
+
+def test_two_middlewares_with_their_own_settings(settings: Settings) -> None:
+    first = SliceCountMiddleware(
+        hello, settings=settings.with_changes(prefix="a:"), labels={"app": "a"}
+    )
+    second = SliceCountMiddleware(
+        hello, settings=settings.with_changes(prefix="b:"), exclude_paths=["/missing"]
+    )
+    for app in (first, second):
+        for path in ("/", "/missing"):
+            Client(app).get(path, buffered=True)
+    recorders = [app.counter.source.get() for app in (first, second)]
+    assert recorders[0] is not recorders[1]
+    for recorder in recorders:
+        assert recorder is not None and recorder.close()
+        recorder.store.close()
+    with (
+        Store(settings.with_changes(prefix="a:")) as a,
+        Store(settings.with_changes(prefix="b:")) as b,
+        Store(settings) as unprefixed,
+    ):
+        assert by_label(a, "http.requests", "status", app="a") == {"200": 1, "404": 1}
+        assert by_label(b, "http.requests", "status") == {"200": 1}
+        assert unprefixed.series("http.requests", 60) == []
+
+
+def test_without_recorder_or_settings_the_current_default_counts(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(default, "_recorder", None)  # the process default is restored after
+    app = SliceCountMiddleware(hello, route_resolver=lambda environ: environ["PATH_INFO"])
+    first = slicecount.configure(settings.with_changes(prefix="a:"))
+    Client(app).get("/one", buffered=True)
+    # The new default admits one label set per metric: ids the old one named are not reused.
+    second = slicecount.configure(settings.with_changes(prefix="b:", max_series_per_metric=1))
+    Client(app).get("/two", buffered=True)
+    Client(app).get("/one", buffered=True)
+    assert second.close()
+    for recorder in (first, second):
+        recorder.store.close()
+    with (
+        Store(settings.with_changes(prefix="a:")) as a,
+        Store(settings.with_changes(prefix="b:")) as b,
+    ):
+        assert by_label(a, "http.requests", "route") == {"/one": 1}
+        assert by_label(b, "http.requests", "route") == {"/two": 1, "": 1}
+        assert total(b, "http.requests", overflow="true") == 1
+
+
+def test_a_request_the_core_cannot_name_is_served_and_logged_once(
+    recorder: Recorder, store: Store, caplog: pytest.LogCaptureFixture
+) -> None:
+    too_long = "/" + "x" * 300  # label values stop at 256 characters
+    app = SliceCountMiddleware(hello, recorder=recorder, route_resolver=lambda environ: too_long)
+    with caplog.at_level(logging.ERROR, logger="slicecount"):
+        for _ in range(3):
+            assert Client(app).get("/", buffered=True).status_code == 200
+    assert recorder.flush()
+    assert store.series("http.requests", 60) == []
+    logged = [r for r in caplog.records if "could not record a request" in r.getMessage()]
+    assert len(logged) == 1

@@ -23,204 +23,26 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from slicecount.config import Settings
-from slicecount.datasource import discovery
+from slicecount.datasource import endpoints
 from slicecount.datasource.auth import TokenAuth
-from slicecount.datasource.evaluate import Series, Timeline, evaluate, fetches
 from slicecount.datasource.openapi import openapi_document
-from slicecount.datasource.precision import choose_precision
-from slicecount.datasource.protocol import (
-    LimitExceeded,
-    Limits,
-    Target,
-    adhoc_matchers,
-    annotation_tags,
-    compile_target,
-    is_annotation_query,
-    parse_range,
-    positive_number,
-    require_object,
-    visible_targets,
-)
+from slicecount.datasource.protocol import LimitExceeded, Limits, require_object
 from slicecount.datasource.reader import Reader
 from slicecount.errors import ConfigurationError, QueryError, StoreError
 from slicecount.store_async import AsyncStore
 
 logger = logging.getLogger("slicecount.datasource")
 
-Handler = Callable[["Datasource", Request, Mapping[str, Any]], Awaitable[Any]]
-ANNOTATION_LIMIT = 1000
-"""Annotations returned for one panel at most."""
+Handler = Callable[[Reader, Mapping[str, Any]], Awaitable[Any]]
 
 
-def _number(value: float | None) -> float | int | None:
-    if value is None:
-        return None
-    return int(value) if value.is_integer() else value
+def _endpoint(reader: Reader, handler: Handler) -> Callable[[Request], Awaitable[Response]]:
+    """The route of one endpoint: the body read within limits, errors mapped to statuses."""
 
-
-class Datasource:
-    """The state the routes share: settings, limits, the reader, the clock."""
-
-    def __init__(self, store: AsyncStore, limits: Limits, clock: Callable[[], float]) -> None:
-        self.store = store
-        self.settings = store.settings
-        self.limits = limits
-        self.clock = clock
-        self.reader = Reader(store, limits, clock)
-
-    # -- /query ------------------------------------------------------------------------------
-
-    async def query(self, request: Request, body: Mapping[str, Any]) -> list[dict[str, Any]]:
-        start, end = parse_range(body, self.limits)
-        targets = visible_targets(body, self.limits)
-        adhoc = adhoc_matchers(body)
-        interval_ms = positive_number(body, "intervalMs")
-        max_points = positive_number(body, "maxDataPoints")
-        now = self.clock()
-        frames: list[dict[str, Any]] = []
-        for target in targets:
-            if is_annotation_query(body, target):
-                frames.append(await self._annotation_table(target, start, end))
-                continue
-            node, pinned = compile_target(target, adhoc)
-            if pinned is None:
-                precision = choose_precision(
-                    self.settings, start, end, now, interval_ms, int(max_points or 0) or None
-                )
-            else:
-                precision = self.settings.check_precision(pinned)
-            timeline = self.reader.timeline(precision, start, end, now)
-            data = await self.reader.load(fetches(node), timeline)
-            series = evaluate(node, data, timeline)
-            if target.table:
-                frames.append(self._table(target, series))
-            else:
-                frames.extend(self._timeseries(target, series, timeline))
-        return frames
-
-    @staticmethod
-    def _timeseries(
-        target: Target, series: list[Series], timeline: Timeline
-    ) -> list[dict[str, Any]]:
-        stamps = [s * 1000 for s in timeline.starts]
-        return [
-            {
-                "target": s.legend(),
-                "refId": target.ref_id,
-                "tags": s.labels,
-                "datapoints": [[_number(v), t] for v, t in zip(s.values, stamps, strict=True)],
-            }
-            for s in series
-        ]
-
-    @staticmethod
-    def _table(target: Target, series: list[Series]) -> dict[str, Any]:
-        labels = discovery.label_names(("", "", s.labels) for s in series)
-        columns = [{"text": "series", "type": "string"}]
-        columns += [{"text": label, "type": "string"} for label in labels]
-        columns += [{"text": "total", "type": "number"}, {"text": "last", "type": "number"}]
-        rows = []
-        for s in series:
-            present = [v for v in s.values if v is not None]
-            total = _number(sum(present)) if present else None
-            last = _number(present[-1]) if present else None
-            rows.append([s.legend(), *(s.labels.get(label, "") for label in labels), total, last])
-        return {"type": "table", "refId": target.ref_id, "columns": columns, "rows": rows}
-
-    async def _annotation_table(self, target: Target, start: float, end: float) -> dict[str, Any]:
-        found = await self.store.annotations(
-            start, end, annotation_tags(target.text), ANNOTATION_LIMIT
-        )
-        columns = [
-            {"text": "time", "type": "time"},
-            {"text": "timeEnd", "type": "time"},
-            {"text": "title", "type": "string"},
-            {"text": "text", "type": "string"},
-            {"text": "tags", "type": "string"},
-        ]
-        rows = [
-            [a["time"], a.get("timeEnd", a["time"]), a.get("title", ""), a.get("text", ""),
-             ",".join(a.get("tags", []))]
-            for a in found
-        ]  # fmt: skip
-        return {"type": "table", "refId": target.ref_id, "columns": columns, "rows": rows}
-
-    # -- pickers, variables, annotations ---------------------------------------------------
-
-    async def search(self, request: Request, body: Mapping[str, Any]) -> list[str]:
-        target = body.get("target", "")
-        names = await self.reader.names()
-        if isinstance(target, str) and "(" in target:
-            return discovery.variable(target, names, await self.reader.everything())
-        return discovery.search(names, target)
-
-    async def metrics(self, request: Request, body: Mapping[str, Any]) -> list[dict[str, Any]]:
-        names = await self.reader.names()
-        histograms = await self.reader.histograms()
-        metric = body.get("metric")
-        everything = await self.reader.everything() if isinstance(metric, str) and metric else None
-        return [
-            discovery.metric_entry(
-                name,
-                name in histograms,
-                self.settings,
-                discovery.of_metric(everything, [name]) if everything and name == metric else None,
-            )
-            for name in names
-        ]
-
-    async def metric_payload_options(
-        self, request: Request, body: Mapping[str, Any]
-    ) -> list[dict[str, str]]:
-        metric, name = body.get("metric"), body.get("name")
-        if not isinstance(metric, str) or not isinstance(name, str):
-            raise QueryError("'metric' and 'name' must be strings")
-        series = discovery.of_metric(await self.reader.everything(), [metric])
-        histogram = metric in await self.reader.histograms()
-        return discovery.payload_options(metric, name, histogram, self.settings, series)
-
-    async def variable(self, request: Request, body: Mapping[str, Any]) -> list[dict[str, str]]:
-        payload = require_object(body.get("payload", {}), "'payload'")
-        query = payload.get("target", payload.get("query", ""))
-        if not isinstance(query, str):
-            raise QueryError(f"payload.target must be a string, got {query!r}")
-        names = await self.reader.names()
-        values = discovery.variable(query, names, await self.reader.everything())
-        return [{"__text": v, "__value": v} for v in values]
-
-    async def tag_keys(self, request: Request, body: Mapping[str, Any]) -> list[dict[str, str]]:
-        keys = discovery.label_names(await self.reader.everything())
-        return [{"type": "string", "text": k} for k in keys]
-
-    async def tag_values(self, request: Request, body: Mapping[str, Any]) -> list[dict[str, str]]:
-        key = body.get("key")
-        if not isinstance(key, str) or not key:
-            raise QueryError("'key' must be a label name")
-        return [{"text": v} for v in discovery.label_values(await self.reader.everything(), key)]
-
-    async def annotations(self, request: Request, body: Mapping[str, Any]) -> list[dict[str, Any]]:
-        start, end = parse_range(body, self.limits)
-        annotation = require_object(body.get("annotation", {}), "'annotation'")
-        tags = annotation_tags(annotation.get("query", ""))
-        found = await self.store.annotations(start, end, tags, ANNOTATION_LIMIT)
-        return [
-            {
-                "annotation": annotation,
-                "time": a["time"],
-                "timeEnd": a.get("timeEnd", a["time"]),
-                "title": a.get("title", ""),
-                "text": a.get("text", ""),
-                "tags": a.get("tags", []),
-            }
-            for a in found
-        ]
-
-
-def _endpoint(datasource: Datasource, handler: Handler) -> Callable[[Request], Awaitable[Response]]:
     async def endpoint(request: Request) -> Response:
         try:
-            body = await _read_json(request, datasource.limits)
-            return JSONResponse(await handler(datasource, request, body))
+            body = await _read_json(request, reader.limits)
+            return JSONResponse(await handler(reader, body))
         except LimitExceeded as exc:
             return JSONResponse({"message": str(exc)}, status_code=422)
         except (QueryError, ConfigurationError) as exc:
@@ -282,14 +104,14 @@ async def server_error(request: Request, exc: Exception) -> Response:
 
 
 ROUTES: dict[str, Handler] = {
-    "/query": Datasource.query,
-    "/search": Datasource.search,
-    "/metrics": Datasource.metrics,
-    "/metric-payload-options": Datasource.metric_payload_options,
-    "/variable": Datasource.variable,
-    "/tag-keys": Datasource.tag_keys,
-    "/tag-values": Datasource.tag_values,
-    "/annotations": Datasource.annotations,
+    "/query": endpoints.query,
+    "/search": endpoints.search,
+    "/metrics": endpoints.metrics,
+    "/metric-payload-options": endpoints.metric_payload_options,
+    "/variable": endpoints.variable,
+    "/tag-keys": endpoints.tag_keys,
+    "/tag-values": endpoints.tag_values,
+    "/annotations": endpoints.legacy_annotations,
 }
 
 
@@ -303,32 +125,30 @@ def create_app(
     """The datasource as an ASGI app (``uvicorn 'slicecount.datasource.app:from_env'``)."""
     owned = store is None
     store = store if store is not None else AsyncStore(settings or Settings.from_env(), clock=clock)
-    datasource = Datasource(store, limits or Limits(), clock)
+    reader = Reader(store, limits or Limits(), clock)
 
     async def openapi(request: Request) -> Response:
-        return JSONResponse(openapi_document(datasource.settings, datasource.limits))
+        return JSONResponse(openapi_document(reader.settings, reader.limits))
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         yield
         if owned:
-            await datasource.store.close()
+            await reader.close()
 
     routes: list[BaseRoute] = [
         Route("/", health, methods=["GET", "HEAD"]),
         Route("/openapi.json", openapi),
         Mount("/ui", app=StaticFiles(directory=str(UI)), name="ui"),
     ]
-    routes += [
-        Route(path, _endpoint(datasource, h), methods=["POST"]) for path, h in ROUTES.items()
-    ]
+    routes += [Route(path, _endpoint(reader, h), methods=["POST"]) for path, h in ROUTES.items()]
     app = Starlette(
         routes=routes,
         lifespan=lifespan,
         exception_handlers={404: not_found, 405: method_not_allowed, 500: server_error},
     )
-    app.state.datasource = datasource
-    token = datasource.settings.token
+    app.state.datasource = reader  # the one owner of store, settings, limits and clock
+    token = reader.settings.token
     if token:
         app.add_middleware(TokenAuth, token=token)
     return app

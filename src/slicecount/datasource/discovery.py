@@ -5,31 +5,47 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, NamedTuple, Protocol
 
 from slicecount.config import Settings
+from slicecount.datasource.nodes import Selector, compile_regex
 from slicecount.datasource.protocol import FUNCTIONS, regex_escape
-from slicecount.datasource.query import Selector, compile_regex, parse, unescape
+from slicecount.datasource.query import parse, unescape
 from slicecount.errors import QueryError
 from slicecount.histogram import BUCKET_SUFFIX, LE_LABEL
 
-Parsed = tuple[str, str, dict[str, str]]
+
+class SeriesInfo(NamedTuple):
+    """A discovered series: its id as stored, and its metric name and labels parsed once."""
+
+    id: str
+    name: str
+    labels: dict[str, str]
+
+
+class Labelled(Protocol):
+    """Anything with labels: a discovered series, or an evaluated one."""
+
+    @property
+    def labels(self) -> dict[str, str]: ...
+
 
 _VARIABLE = re.compile(r"\s*(metrics|label_names|label_values)\s*\((.*)\)\s*\Z", re.DOTALL)
 
 
-def of_metric(everything: Iterable[Parsed], names: Sequence[str]) -> list[Parsed]:
+def of_metric(everything: Iterable[SeriesInfo], names: Sequence[str]) -> list[SeriesInfo]:
     """The series of metrics ``names`` (a histogram name covers its bucket series)."""
     wanted = set(names) | {n + BUCKET_SUFFIX for n in names}
-    return [p for p in everything if p[1] in wanted]
+    return [s for s in everything if s.name in wanted]
 
 
-def label_names(series: Iterable[Parsed]) -> list[str]:
-    return sorted({k for _, _, labels in series for k in labels if k != LE_LABEL})
+def label_names(series: Iterable[Labelled]) -> list[str]:
+    """Every label name of ``series``, sorted; a histogram's ``le`` is not one to filter on."""
+    return sorted({k for s in series for k in s.labels if k != LE_LABEL})
 
 
-def label_values(series: Iterable[Parsed], label: str) -> list[str]:
-    return sorted({labels[label] for _, _, labels in series if label in labels})
+def label_values(series: Iterable[Labelled], label: str) -> list[str]:
+    return sorted({s.labels[label] for s in series if label in s.labels})
 
 
 def search(names: Sequence[str], text: object) -> list[str]:
@@ -38,7 +54,7 @@ def search(names: Sequence[str], text: object) -> list[str]:
     return [n for n in names if needle in n.lower()]
 
 
-def variable(query: str, names: Sequence[str], everything: Sequence[Parsed]) -> list[str]:
+def variable(query: str, names: Sequence[str], everything: Sequence[SeriesInfo]) -> list[str]:
     """Variable queries: ``metrics(regex?)``, ``label_names(metric?)``,
     ``label_values(label)``, ``label_values(selector, label)``; else names containing it."""
     match = _VARIABLE.match(query)
@@ -60,11 +76,11 @@ def variable(query: str, names: Sequence[str], everything: Sequence[Parsed]) -> 
     return label_values(scope, label)
 
 
-def _selected(text: str, everything: Sequence[Parsed]) -> list[Parsed]:
+def _selected(text: str, everything: Sequence[SeriesInfo]) -> list[SeriesInfo]:
     node = parse(text)
     if not isinstance(node, Selector):
         raise QueryError(f"expected a metric selector, got {text!r}")
-    return [p for p in of_metric(everything, node.names) if node.matches(p[2])]
+    return [s for s in of_metric(everything, node.names) if node.matches(s.labels)]
 
 
 def precision_options(settings: Settings) -> list[dict[str, str]]:
@@ -86,7 +102,7 @@ def function_options(histogram: bool) -> list[dict[str, str]]:
 
 
 def metric_entry(
-    name: str, histogram: bool, settings: Settings, series: Sequence[Parsed] | None
+    name: str, histogram: bool, settings: Settings, series: Sequence[SeriesInfo] | None
 ) -> dict[str, Any]:
     """One /metrics item; with ``series`` given, label payloads carry their options too."""
     payloads: list[dict[str, Any]] = [
@@ -122,13 +138,13 @@ def metric_entry(
     return {"label": name, "value": name, "payloads": payloads}
 
 
-def value_options(series: Sequence[Parsed], label: str) -> list[dict[str, str]]:
+def value_options(series: Sequence[SeriesInfo], label: str) -> list[dict[str, str]]:
     # Builder filters are regexes: send values escaped, show them plain.
     return [{"label": v, "value": regex_escape(v)} for v in label_values(series, label)]
 
 
 def payload_options(
-    name: str, payload_name: str, histogram: bool, settings: Settings, series: Sequence[Parsed]
+    name: str, payload_name: str, histogram: bool, settings: Settings, series: Sequence[SeriesInfo]
 ) -> list[dict[str, str]]:
     """/metric-payload-options for one payload of one metric."""
     if payload_name == "function":

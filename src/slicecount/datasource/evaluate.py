@@ -1,7 +1,7 @@
 """Evaluating a query tree over counts already read from Redis. Pure.
 
-The app asks ``fetches()`` which (selector, histogram?) pairs a tree needs, reads them, and
-passes the filled series to ``evaluate()``. Values are per slice: a count (0 for a missing
+The plan asks ``fetches()`` which (selector, histogram?) pairs a tree needs, the Reader reads
+them, and ``evaluate()`` gets the filled series. Values are per slice: a count (0 for a missing
 field inside retention), or None before retention and after now (Grafana draws a gap).
 """
 
@@ -10,8 +10,9 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
-from slicecount.datasource.query import (
+from slicecount.datasource.nodes import (
     Aggregate,
     Binary,
     Node,
@@ -23,7 +24,13 @@ from slicecount.datasource.query import (
 from slicecount.histogram import LE_LABEL, parse_bound
 
 Value = float | None
-Fetch = tuple[Selector, bool]  # (selector, read the histogram's buckets instead)
+
+
+class Fetch(NamedTuple):
+    """A selector a tree reads, and whether it reads a histogram's bucket series instead."""
+
+    selector: Selector
+    histogram: bool
 
 
 @dataclass(frozen=True)
@@ -62,7 +69,7 @@ class Series:
 def fetches(node: Node, histogram: bool = False) -> list[Fetch]:
     """The selectors a tree reads, each with whether it reads histogram buckets."""
     if isinstance(node, Selector):
-        return [(node, histogram)]
+        return [Fetch(node, histogram)]
     if isinstance(node, Scalar):
         return []
     if isinstance(node, Binary):
@@ -80,7 +87,9 @@ def evaluate(
 ) -> list[Series]:
     """The series a tree yields, given every fetch's filled series."""
     if isinstance(node, Selector):
-        return [Series(s.name, dict(s.labels), list(s.values)) for s in data[(node, histogram)]]
+        return [
+            Series(s.name, dict(s.labels), list(s.values)) for s in data[Fetch(node, histogram)]
+        ]
     if isinstance(node, Scalar):
         return [Series("", {}, [node.value] * len(timeline.starts))]
     if isinstance(node, Binary):

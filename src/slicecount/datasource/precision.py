@@ -2,13 +2,8 @@
 
 from __future__ import annotations
 
-from slicecount import slices
 from slicecount.config import Settings
-
-
-def oldest_kept(settings: Settings, precision: int, now: float) -> int:
-    """Start of the oldest slice still inside retention at ``now``."""
-    return slices.oldest_kept(precision, settings.retention_for(precision), now)
+from slicecount.slices import oldest_kept
 
 
 def choose_precision(
@@ -27,7 +22,9 @@ def choose_precision(
         wanted = interval_ms / 1000
     if max_points:
         wanted = max(wanted, (end - start) / max_points)
-    covering = [p for p in settings.precisions if oldest_kept(settings, p, now) <= start]
+    covering = [
+        p for p in settings.precisions if oldest_kept(p, settings.retention_for(p), now) <= start
+    ]
     for precision in covering:
         if precision >= wanted:
             return precision

@@ -13,15 +13,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from slicecount.datasource.query import (
-    Aggregate,
-    Matcher,
-    Node,
-    Quantile,
-    Rate,
-    parse,
-    with_matchers,
-)
+from slicecount.datasource.nodes import Aggregate, Matcher, Node, Quantile, Rate, with_matchers
+from slicecount.datasource.query import parse
 from slicecount.errors import QueryError
 
 
@@ -34,6 +27,7 @@ FUNCTIONS = ("count", "rate", "p50", "p90", "p95", "p99")
 RESERVED_PAYLOAD = frozenset({"function", "group_by", "precision", "format"})
 """Builder payload keys that are not label filters."""
 _REGEX_SPECIALS = re.compile(r"([\\^$*+?.()|\[\]{}/])")
+_MATCHES_NOTHING = r"[^\x00-\x{10FFFF}]"  # a class no character is in: RE2 has no (?!)
 
 
 @dataclass(frozen=True)
@@ -170,7 +164,7 @@ def adhoc_matchers(body: Mapping[str, Any]) -> tuple[Matcher, ...]:
             values = flt.get("values")
             if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
                 raise QueryError(f"filters[{index}] with {op} needs a list of string values")
-            pattern = "|".join(regex_escape(v) for v in values) or "(?!)"
+            pattern = "|".join(regex_escape(v) for v in values) or _MATCHES_NOTHING
             matchers.append(Matcher.make(key, "=~" if op == "=|" else "!~", pattern))
             continue
         value = flt.get("value", "")

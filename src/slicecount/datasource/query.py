@@ -8,27 +8,29 @@
 
 Targets arrive interpolated by Grafana in its regex format, so a metric name may be escaped
 (``http\\.requests``) or an alternation (``(a|b)``), or a glob list (``{a,b}``); all three name
-one or more metrics. Regex matchers are anchored and run on RE2 (linear time).
+one or more metrics. The tree it builds is ``nodes``.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
-from typing import Any
 
-import re2
-
+from slicecount.datasource.nodes import (
+    Aggregate,
+    Binary,
+    Matcher,
+    Node,
+    Quantile,
+    Rate,
+    Scalar,
+    Selector,
+)
 from slicecount.errors import QueryError
+from slicecount.series import is_label_name, is_metric_name
 
-MAX_REGEX_LENGTH = 1000
-"""Longest regex accepted in a matcher or a metric-name pattern."""
 MAX_QUERY_LENGTH = 4000
 """Longest target string accepted."""
 AGGREGATIONS = ("sum", "avg", "max", "min", "count")
-_RE2_OPTIONS = re2.Options()
-_RE2_OPTIONS.log_errors = False
-_RE2_OPTIONS.max_mem = 8 << 20
 
 _TOKEN = re.compile(
     r"""\s*(?:
@@ -40,150 +42,11 @@ _TOKEN = re.compile(
     )""",
     re.VERBOSE,
 )
-_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.:-]*\Z")
-_LABEL = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
-
-
-def compile_regex(pattern: str) -> Any:
-    """An anchored RE2 regex, or QueryError naming the pattern."""
-    if len(pattern) > MAX_REGEX_LENGTH:
-        raise QueryError(
-            f"regex is {len(pattern)} characters long, more than the limit of {MAX_REGEX_LENGTH}"
-        )
-    try:
-        return re2.compile(f"(?:{pattern})", _RE2_OPTIONS)
-    except Exception as exc:
-        raise QueryError(f"invalid regex {pattern!r}: {exc}") from None
 
 
 def unescape(text: str) -> str:
     """Drop Grafana's regex escaping (``\\.`` -> ``.``)."""
     return re.sub(r"\\(.)", r"\1", text) if "\\" in text else text
-
-
-@dataclass(frozen=True)
-class Matcher:
-    """``label op value``; ops ``=`` ``!=`` ``=~`` ``!~`` ``<`` ``>``."""
-
-    label: str
-    op: str
-    value: str
-    regex: Any = field(default=None, compare=False, repr=False)
-
-    @classmethod
-    def make(cls, label: str, op: str, value: str) -> Matcher:
-        if not _LABEL.match(label):
-            raise QueryError(f"invalid label name {label!r} in a matcher")
-        if op in ("=~", "!~"):
-            return cls(label, op, value, compile_regex(value))
-        if op in ("<", ">"):
-            try:
-                float(value)
-            except ValueError:
-                raise QueryError(f"{label}{op}{value!r}: '<' and '>' need a number") from None
-        if op not in ("=", "!=", "<", ">"):
-            raise QueryError(f"unknown matcher operator {op!r}")
-        return cls(label, op, value)
-
-    def matches(self, labels: dict[str, str]) -> bool:
-        actual = labels.get(self.label, "")
-        op = self.op
-        if op == "=":
-            return actual == self.value
-        if op == "!=":
-            return actual != self.value
-        if op == "=~":
-            return self.regex.fullmatch(actual) is not None
-        if op == "!~":
-            return self.regex.fullmatch(actual) is None
-        try:
-            number = float(actual)
-        except ValueError:
-            return False
-        return number < float(self.value) if op == "<" else number > float(self.value)
-
-
-@dataclass(frozen=True)
-class Selector:
-    """One or more metric names and the matchers their series must satisfy."""
-
-    names: tuple[str, ...]
-    matchers: tuple[Matcher, ...] = ()
-
-    def matches(self, labels: dict[str, str]) -> bool:
-        return all(m.matches(labels) for m in self.matchers)
-
-
-@dataclass(frozen=True)
-class Rate:
-    """Per-second rate of each slice's count."""
-
-    arg: Node
-
-
-@dataclass(frozen=True)
-class Aggregate:
-    """``op by (labels) (arg)``, pointwise over the series of each group."""
-
-    op: str
-    by: tuple[str, ...]
-    arg: Node
-
-
-@dataclass(frozen=True)
-class Quantile:
-    """``histogram_quantile(q, h)``: h names a histogram (its ``.bucket`` series are read)."""
-
-    q: float
-    arg: Node
-
-
-@dataclass(frozen=True)
-class Scalar:
-    """A number, e.g. the 100 of ``... * 100``."""
-
-    value: float
-
-
-@dataclass(frozen=True)
-class Binary:
-    """``left / right`` or ``left * right``, pointwise between series with equal labels (a side
-    with a single unlabelled series, or a number, applies to every series of the other)."""
-
-    op: str
-    left: Node
-    right: Node
-
-
-Node = Selector | Rate | Aggregate | Quantile | Scalar | Binary
-
-
-def selectors(node: Node) -> list[Selector]:
-    """Every selector of a tree, left to right."""
-    if isinstance(node, Selector):
-        return [node]
-    if isinstance(node, Scalar):
-        return []
-    if isinstance(node, Binary):
-        return selectors(node.left) + selectors(node.right)
-    return selectors(node.arg)
-
-
-def with_matchers(node: Node, extra: tuple[Matcher, ...]) -> Node:
-    """The same tree with ``extra`` matchers added to every selector (ad-hoc filters)."""
-    if not extra:
-        return node
-    if isinstance(node, Selector):
-        return Selector(node.names, node.matchers + extra)
-    if isinstance(node, Scalar):
-        return node
-    if isinstance(node, Binary):
-        return Binary(node.op, with_matchers(node.left, extra), with_matchers(node.right, extra))
-    if isinstance(node, Rate):
-        return Rate(with_matchers(node.arg, extra))
-    if isinstance(node, Aggregate):
-        return Aggregate(node.op, node.by, with_matchers(node.arg, extra))
-    return Quantile(node.q, with_matchers(node.arg, extra))
 
 
 def parse(text: str) -> Node:
@@ -290,7 +153,7 @@ class _Parser:
 
     def label(self) -> str:
         label = self.take("name")
-        if not _LABEL.match(label):
+        if not is_label_name(label):
             raise QueryError(f"invalid label name {label!r}")
         return label
 
@@ -333,7 +196,7 @@ class _Parser:
         return tuple(dict.fromkeys(names))
 
     def metric_name(self, name: str, pos: int) -> str:
-        if not _NAME.match(name):
+        if not is_metric_name(name):
             raise QueryError(f"invalid metric name {name!r} at {pos}")
         return name
 

@@ -1,30 +1,57 @@
-"""Series discovery (cached) and slice reads for the datasource, through the AsyncStore."""
+"""The datasource's one link to Redis: discovery (cached) and slice reads, through the AsyncStore.
+
+The Reader owns what every endpoint shares: the store (and its settings), the limits, the clock
+and the discovery cache. ``load`` runs a planned /query in two concurrent rounds: discover the
+series of every target, then read every slice group and annotation query.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import time
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
 from slicecount.config import Settings
-from slicecount.datasource.evaluate import Fetch, Series, Timeline
-from slicecount.datasource.precision import oldest_kept
-from slicecount.datasource.protocol import LimitExceeded, Limits
+from slicecount.datasource.discovery import SeriesInfo
+from slicecount.datasource.evaluate import Fetch, Series
+from slicecount.datasource.plan import (
+    AnnotationQuery,
+    MetricAt,
+    QueryPlan,
+    SeriesQuery,
+    choose_series,
+    filled,
+    group_reads,
+    metrics_to_discover,
+)
+from slicecount.datasource.protocol import Limits
 from slicecount.histogram import BUCKET_SUFFIX
 from slicecount.series import parse
-from slicecount.slices import slice_starts
 from slicecount.store_async import AsyncStore
 
 CACHE_TTL = 2.0
 """Seconds a discovery answer (series of a metric, metric names) is reused: Grafana asks for
 the same panels over and over, and a series that appears shows up within this delay."""
+ANNOTATION_LIMIT = 1000
+"""Annotations returned for one panel at most."""
 _MAX_PARSED = 100_000
+_MAX_CACHED = 10_000
 
-Parsed = tuple[str, str, dict[str, str]]  # series id, metric name, labels
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Loaded:
+    """What Redis answered for a plan, by planned query."""
+
+    series: dict[SeriesQuery, dict[Fetch, list[Series]]]
+    annotations: dict[AnnotationQuery, list[dict[str, Any]]]
 
 
 class Reader:
-    """What the routes need from Redis, with a small TTL cache for discovery."""
+    """What the endpoints need from Redis, with a small TTL cache for discovery."""
 
     def __init__(
         self,
@@ -34,112 +61,128 @@ class Reader:
         ttl: float = CACHE_TTL,
     ) -> None:
         self.store = store
-        self.settings: Settings = store.settings
         self.limits = limits
         self.clock = clock
         self.ttl = ttl
         self._cache: dict[Any, tuple[float, Any]] = {}
-        self._parsed: dict[str, Parsed] = {}
+        self._parsed: dict[str, SeriesInfo] = {}
+
+    @property
+    def settings(self) -> Settings:
+        """The store's settings: one source for precisions, retention and the token."""
+        return self.store.settings
 
     @property
     def discovery_precision(self) -> int:
         """Names and labels are looked up at the coarsest precision: its retention is longest."""
         return self.settings.precisions[-1]
 
-    async def _cached(self, key: Any, load: Callable[[], Any]) -> Any:
+    async def close(self) -> None:
+        await self.store.close()
+
+    # -- discovery --------------------------------------------------------------------------
+
+    async def _cached(self, key: Any, load: Callable[[], Awaitable[T]]) -> T:
         now = time.monotonic()
         hit = self._cache.get(key)
         if hit is not None and now - hit[0] < self.ttl:
-            return hit[1]
+            value: T = hit[1]
+            return value
         value = await load()
-        if len(self._cache) > 10_000:
+        if len(self._cache) > _MAX_CACHED:
             self._cache.clear()
         self._cache[key] = (now, value)
         return value
 
-    def _parse(self, series_id: str) -> Parsed:
+    def _parse(self, series_id: str) -> SeriesInfo:
         parsed = self._parsed.get(series_id)
         if parsed is None:
-            name, labels = parse(series_id)
-            parsed = (series_id, name, labels)
+            parsed = SeriesInfo(series_id, *parse(series_id))
             if len(self._parsed) < _MAX_PARSED:
                 self._parsed[series_id] = parsed
         return parsed
 
-    async def series_of(self, name: str, precision: int) -> list[Parsed]:
+    def _parse_all(self, series_ids: Sequence[str]) -> list[SeriesInfo]:
+        out = []
+        for series_id in series_ids:
+            try:
+                out.append(self._parse(series_id))
+            except ValueError:
+                continue  # written by something else under our keys: ignore it
+        return out
+
+    async def series_of(self, name: str, precision: int) -> list[SeriesInfo]:
         """The series of one metric at ``precision`` (ids that do not parse are skipped)."""
 
-        async def load() -> list[Parsed]:
-            out = []
-            for series_id in await self.store.series(name, precision):
-                try:
-                    out.append(self._parse(series_id))
-                except ValueError:
-                    continue  # written by something else under our keys: ignore it
-            return out
+        async def load() -> list[SeriesInfo]:
+            return self._parse_all(await self.store.series(name, precision))
 
-        result: list[Parsed] = await self._cached(("series", name, precision), load)
-        return result
+        return await self._cached(("series", name, precision), load)
 
-    async def everything(self) -> list[Parsed]:
+    async def everything(self) -> list[SeriesInfo]:
         """Every series at the discovery precision (for names, label keys and values)."""
 
-        async def load() -> list[Parsed]:
-            out = []
-            for series_id in await self.store.all_series(self.discovery_precision):
-                try:
-                    out.append(self._parse(series_id))
-                except ValueError:
-                    continue
-            return out
+        async def load() -> list[SeriesInfo]:
+            return self._parse_all(await self.store.all_series(self.discovery_precision))
 
-        result: list[Parsed] = await self._cached(("all",), load)
-        return result
+        return await self._cached(("all",), load)
 
     async def names(self) -> list[str]:
         """Metric names, histograms listed by their base name beside their parts."""
-        names = {name for _, name, _ in await self.everything()}
+        names = {s.name for s in await self.everything()}
         bases = {n[: -len(BUCKET_SUFFIX)] for n in names if n.endswith(BUCKET_SUFFIX)}
         return sorted(names | bases)
 
     async def histograms(self) -> set[str]:
         return {n[: -len(BUCKET_SUFFIX)] for n in await self.names() if n.endswith(BUCKET_SUFFIX)}
 
-    def timeline(self, precision: int, start: float, end: float, now: float) -> Timeline:
-        starts = slice_starts(precision, start, end)
-        if len(starts) > self.limits.max_points:
-            raise LimitExceeded(
-                f"{len(starts)} points per series at precision {precision} s, more than the "
-                f"limit of {self.limits.max_points}: shorten the range or pick a coarser precision"
-            )
-        return Timeline(precision, starts, now, oldest_kept(self.settings, precision, now))
+    async def annotations(
+        self, start: float, end: float, tags: Sequence[str]
+    ) -> list[dict[str, Any]]:
+        """Annotations from ``start`` to ``end`` having all ``tags``, at most ANNOTATION_LIMIT."""
+        return await self.store.annotations(start, end, tags, ANNOTATION_LIMIT)
 
-    async def load(self, wanted: Sequence[Fetch], timeline: Timeline) -> dict[Fetch, list[Series]]:
-        """Discover, filter and read every fetch's series in one pipelined HMGET."""
-        precision = timeline.precision
-        chosen: dict[Fetch, list[Parsed]] = {}
-        total = 0
-        for fetch in wanted:
-            selector, histogram = fetch
-            found: list[Parsed] = []
-            for name in selector.names:
-                metric = name + BUCKET_SUFFIX if histogram else name
-                found += [
-                    p for p in await self.series_of(metric, precision) if selector.matches(p[2])
-                ]
-            chosen[fetch] = found
-            total += len(found)
-            if total > self.limits.max_series:
-                raise LimitExceeded(
-                    f"the query matches more than {self.limits.max_series} series: "
-                    "narrow it with label matchers or aggregate with sum by (...)"
-                )
-        ids = list(dict.fromkeys(p[0] for found in chosen.values() for p in found))
-        counts = {}
-        if ids:
-            starts = timeline.starts
-            counts = await self.store.read(ids, precision, starts.start, starts[-1])
-        return {
-            fetch: [Series(name, labels, timeline.fill(counts[sid])) for sid, name, labels in found]
-            for fetch, found in chosen.items()
+    # -- /query -----------------------------------------------------------------------------
+
+    async def load(self, plan: QueryPlan) -> Loaded:
+        """Read what ``plan`` needs: the series of every target discovered concurrently, the
+        series limit checked, then one read per slice group and the annotations, concurrently."""
+        queries = plan.series_queries
+        wanted = metrics_to_discover(queries)
+        found = [asyncio.ensure_future(self.series_of(name, p)) for name, p in wanted]
+        await all_done(found)
+        discovered: dict[MetricAt, list[SeriesInfo]] = {
+            key: task.result() for key, task in zip(wanted, found, strict=True)
         }
+        chosen = {query: choose_series(query, discovered, self.limits) for query in queries}
+        reads = {
+            slices: asyncio.ensure_future(
+                self.store.read(ids, slices.precision, slices.starts.start, slices.starts[-1])
+            )
+            for slices, ids in group_reads(chosen.items()).items()
+        }
+        notes = {
+            query: asyncio.ensure_future(self.annotations(plan.start, plan.end, query.tags))
+            for query in plan.annotation_queries
+        }
+        await all_done([*reads.values(), *notes.values()])
+        counts = {slices: task.result() for slices, task in reads.items()}
+        return Loaded(
+            series={
+                query: filled(selected, query.timeline, counts.get(query.timeline, {}))
+                for query, selected in chosen.items()
+            },
+            annotations={query: task.result() for query, task in notes.items()},
+        )
+
+
+async def all_done(tasks: Sequence[asyncio.Future[Any]]) -> None:
+    """Wait for every task; on the first failure cancel the others, so no Redis call outlives
+    its request, and raise it."""
+    try:
+        await asyncio.gather(*tasks)
+    except BaseException:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise

@@ -43,7 +43,8 @@ def engine() -> Engine:
 
 def create_app() -> Flask:
     app = Flask(__name__)
-    SliceCount(app, exclude_paths=["/health"])
+    # track_queries: the engine() below is instrumented, so requests report their queries
+    SliceCount(app, exclude_paths=["/health"], track_queries=True)
 
     @app.get("/")
     def index() -> str:

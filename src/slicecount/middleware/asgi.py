@@ -7,17 +7,16 @@ through with the Recorder flushed when the app finishes shutting down.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable, Mapping, MutableMapping
-from typing import Any
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import TYPE_CHECKING, Any
 
 import anyio.to_thread
 
-from slicecount.config import Settings
-from slicecount.histogram import DEFAULT_COUNT_BUCKETS, DEFAULT_DURATION_BUCKETS
-from slicecount.middleware._core import InFlight, RequestMetrics
+from slicecount.middleware._shell import InFlight, Options, RequestCounter
 from slicecount.middleware.routes import starlette_route
-from slicecount.recorder import Recorder
-from slicecount.series import LabelValue
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack  # typing.Unpack is 3.11+; only mypy reads it
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -35,23 +34,11 @@ class SliceCountMiddleware:
         self,
         app: ASGIApp,
         *,
-        recorder: Recorder | None = None,
-        settings: Settings | None = None,
-        exclude_paths: Iterable[str] = (),
-        labels: Mapping[str, LabelValue] | None = None,
-        buckets: Iterable[float] = DEFAULT_DURATION_BUCKETS,
-        query_buckets: Iterable[float] = DEFAULT_COUNT_BUCKETS,
         route_resolver: RouteResolver = starlette_route,
+        **options: Unpack[Options],
     ) -> None:
         self.app = app
-        self.metrics = RequestMetrics(
-            recorder,
-            settings,
-            buckets=buckets,
-            query_buckets=query_buckets,
-            labels=labels,
-            exclude_paths=exclude_paths,
-        )
+        self.counter = RequestCounter(**options)
         self.route_resolver = route_resolver
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -62,7 +49,7 @@ class SliceCountMiddleware:
             else:
                 await self.app(scope, receive, send)
             return
-        if self.metrics.excluded(scope["path"]):
+        if self.counter.excluded(scope["path"]):
             await self.app(scope, receive, send)
             return
 
@@ -79,7 +66,7 @@ class SliceCountMiddleware:
     def _lifespan_send(self, send: Send) -> Send:
         async def lifespan_send(message: Message) -> None:
             if message["type"] == "lifespan.shutdown.complete":
-                recorder = self.metrics.source.get()
+                recorder = self.counter.source.get()
                 if recorder is not None:  # write the last counts before the server exits
                     await anyio.to_thread.run_sync(recorder.flush)
             await send(message)
@@ -96,7 +83,7 @@ class _Exchange(InFlight):
     __slots__ = ("asgi_scope", "done", "entry_root", "middleware", "status", "trailers", "upstream")
 
     def __init__(self, middleware: SliceCountMiddleware, scope: Scope, upstream: Send) -> None:
-        super().__init__()
+        super().__init__(middleware.counter.track_queries)
         self.middleware = middleware
         self.asgi_scope = scope
         self.entry_root = scope.get("root_path", "")
@@ -132,4 +119,4 @@ class _Exchange(InFlight):
             route = middleware.route_resolver(scope, self.entry_root)
         except Exception:
             route = None
-        middleware.metrics.end(self, scope.get("method", ""), route, status)
+        middleware.counter.end(self, scope.get("method", ""), route, status)

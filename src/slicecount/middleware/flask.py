@@ -6,18 +6,17 @@ template (``/users/<int:id>``); a request that matched no rule is ``<unmatched>`
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from flask import Flask, Request
 from werkzeug.routing import Rule
 
-from slicecount.config import Settings
-from slicecount.histogram import DEFAULT_COUNT_BUCKETS, DEFAULT_DURATION_BUCKETS
 from slicecount.middleware._core import UNMATCHED
+from slicecount.middleware._shell import Options, reusable
 from slicecount.middleware.wsgi import ROUTE_KEY, RouteResolver, SliceCountMiddleware
-from slicecount.recorder import Recorder
-from slicecount.series import LabelValue
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack  # typing.Unpack is 3.11+; only mypy reads it
 
 
 def _rule_recording_request(base: type[Request]) -> type[Request]:
@@ -57,25 +56,8 @@ def _match_rule(app: Flask) -> RouteResolver:
 class SliceCount:
     """Counts requests, durations and queries per request of a Flask app."""
 
-    def __init__(
-        self,
-        app: Flask | None = None,
-        *,
-        recorder: Recorder | None = None,
-        settings: Settings | None = None,
-        exclude_paths: Iterable[str] = (),
-        labels: Mapping[str, LabelValue] | None = None,
-        buckets: Iterable[float] = DEFAULT_DURATION_BUCKETS,
-        query_buckets: Iterable[float] = DEFAULT_COUNT_BUCKETS,
-    ) -> None:
-        self.options: dict[str, Any] = {
-            "recorder": recorder,
-            "settings": settings,
-            "exclude_paths": tuple(exclude_paths),
-            "labels": labels,
-            "buckets": tuple(buckets),
-            "query_buckets": tuple(query_buckets),
-        }
+    def __init__(self, app: Flask | None = None, **options: Unpack[Options]) -> None:
+        self.options = reusable(options)
         self.middleware: SliceCountMiddleware | None = None
         if app is not None:
             self.init_app(app)

@@ -55,20 +55,18 @@ def _walk(routes: Sequence[Any], scope: dict[str, Any], prefix: str) -> str | No
     return partial
 
 
-_templates: dict[int, tuple[Any, str | None]] = {}
+_templates: dict[str, str] = {}
 _MAX_TEMPLATES = 4096
 
 
 def _template(route: Any) -> str | None:
-    # Routes are unhashable (they define __eq__): cache by id, confirm by identity.
-    cached = _templates.get(id(route))
-    if cached is not None and cached[0] is route:
-        return cached[1]
     path = getattr(route, "path", None)
-    template = None
-    if isinstance(path, str):
+    if not isinstance(path, str):
+        return None
+    template = _templates.get(path)
+    if template is None:
         # "/users/{id:int}" -> "/users/{id}": the converter is part of the code, not the route.
         template = _CONVERTER.sub(r"{\1}", path) if ":" in path else path
-    if len(_templates) < _MAX_TEMPLATES:
-        _templates[id(route)] = (route, template)
+        if len(_templates) < _MAX_TEMPLATES:  # keyed by the path string: same path, same answer
+            _templates[path] = template
     return template

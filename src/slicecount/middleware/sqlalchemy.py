@@ -2,7 +2,8 @@
 
 Records ``db.queries{operation}`` and the histogram ``db.query.duration{operation}`` for every
 statement the engine runs (failed ones too), and counts the queries of the current request
-(when a slicecount middleware serves it) into ``http.request.queries``.
+(when a slicecount middleware with ``track_queries=True`` serves it) into
+``http.request.queries``.
 """
 
 from __future__ import annotations
@@ -15,38 +16,43 @@ from sqlalchemy import event
 from sqlalchemy.engine import Engine
 
 from slicecount.config import Settings
-from slicecount.histogram import DEFAULT_DURATION_BUCKETS, MICRO, HistogramLayout
-from slicecount.middleware._core import QueryTracking, RecorderSource, current_request
-from slicecount.middleware._core import resolve_recorder as _resolve
+from slicecount.histogram import DEFAULT_DURATION_BUCKETS
+from slicecount.middleware._core import (
+    DB_DURATION_METRIC,
+    DB_QUERIES_METRIC,
+    OPERATIONS,
+    QueryMapping,
+    operation_of,
+)
+from slicecount.middleware._shell import RecorderSource, current_request
 from slicecount.recorder import Recorder
 
 logger = logging.getLogger("slicecount")
 
-QUERIES_METRIC = "db.queries"
+__all__ = [
+    "OPERATIONS",
+    "QUERIES_METRIC",
+    "QUERY_DURATION_METRIC",
+    "QueryMetrics",
+    "instrument_sqlalchemy",
+    "operation_of",
+    "uninstrument_sqlalchemy",
+]
+
+QUERIES_METRIC = DB_QUERIES_METRIC
 """Counter of statements run, label operation."""
-QUERY_DURATION_METRIC = "db.query.duration"
+QUERY_DURATION_METRIC = DB_DURATION_METRIC
 """Histogram of statement durations in seconds, label operation."""
-OPERATIONS = ("SELECT", "INSERT", "UPDATE", "DELETE")
-"""Operations with a label of their own; anything else is OTHER."""
 _START = "_slicecount_started"
 
 
-def operation_of(statement: str) -> str:
-    """The statement's leading keyword if it is one of ``OPERATIONS``, else ``"OTHER"``."""
-    head = statement.lstrip(" \t\r\n(")[:7].upper()
-    for operation in OPERATIONS:
-        if head.startswith(operation):
-            return operation
-    return "OTHER"
-
-
 class QueryMetrics:
-    """The listener pair attached to one engine."""
+    """The listener pair attached to one engine: it times statements; the core maps them."""
 
     def __init__(self, source: RecorderSource, buckets: tuple[float, ...]) -> None:
         self.source = source
-        self.duration = HistogramLayout(QUERY_DURATION_METRIC, buckets)
-        self._ids: dict[str, tuple[str, tuple[str, ...], str]] = {}
+        self.mapping = QueryMapping(source.namer(), buckets)
+        source.watch(self.mapping.forget)
         self._warned = False
 
     def before(self, conn: Any, cursor: Any, statement: str, *args: Any) -> None:
@@ -65,6 +71,8 @@ class QueryMetrics:
             self.record(statement, getattr(context, _START, None))
 
     def record(self, statement: str, started: float | None) -> None:
+        """Count one statement, and add it to the current request's scope if a middleware
+        with ``track_queries`` serves one. Never raises."""
         seconds = time.perf_counter() - started if started is not None else 0.0
         scope = current_request.get()
         if scope is not None:
@@ -73,26 +81,11 @@ class QueryMetrics:
         if recorder is None:
             return
         try:
-            operation = operation_of(statement)
-            ids = self._ids.get(operation) or self._build(recorder, operation)
-            recorder.add_many_trusted(
-                [
-                    (ids[0], 1),
-                    (ids[1][self.duration.bucket_index(seconds)], 1),
-                    (ids[2], round(seconds * MICRO)),
-                ]
-            )
+            recorder.add_ids(self.mapping.entries(statement, seconds))
         except Exception as exc:
             if not self._warned:
                 self._warned = True
                 logger.exception("slicecount could not record a query: %s", exc)
-
-    def _build(self, recorder: Recorder, operation: str) -> tuple[str, tuple[str, ...], str]:
-        labels = {"operation": operation}
-        buckets, total = self.duration.series_ids(recorder.series_id, labels)
-        ids = (recorder.series_id(QUERIES_METRIC, labels), buckets, total)
-        self._ids[operation] = ids
-        return ids
 
 
 def instrument_sqlalchemy(
@@ -102,12 +95,15 @@ def instrument_sqlalchemy(
     settings: Settings | None = None,
     buckets: tuple[float, ...] = DEFAULT_DURATION_BUCKETS,
 ) -> QueryMetrics:
-    """Count the queries of ``engine`` (an ``AsyncEngine``'s ``.sync_engine`` works too)."""
-    metrics = QueryMetrics(_resolve(recorder, settings), buckets)
+    """Count the queries of ``engine`` (an ``AsyncEngine``'s ``.sync_engine`` works too).
+
+    ``db.queries`` and ``db.query.duration`` are always counted; requests count their queries
+    into ``http.request.queries`` when their middleware was built with ``track_queries=True``.
+    """
+    metrics = QueryMetrics(RecorderSource(recorder, settings), buckets)
     event.listen(engine, "before_cursor_execute", metrics.before)
     event.listen(engine, "after_cursor_execute", metrics.after)
     event.listen(engine, "handle_error", metrics.error)
-    QueryTracking.enabled = True
     return metrics
 
 

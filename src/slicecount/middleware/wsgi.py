@@ -7,15 +7,14 @@ unchanged; a client that goes away is counted when the server closes the body.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from slicecount.config import Settings
-from slicecount.histogram import DEFAULT_COUNT_BUCKETS, DEFAULT_DURATION_BUCKETS
-from slicecount.middleware._core import InFlight, RequestMetrics
-from slicecount.recorder import Recorder
-from slicecount.series import LabelValue
+from slicecount.middleware._shell import InFlight, Options, RequestCounter
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack  # typing.Unpack is 3.11+; only mypy reads it
 
 Environ = dict[str, Any]
 ExcInfo = tuple[type[BaseException], BaseException, TracebackType | None]
@@ -41,27 +40,15 @@ class SliceCountMiddleware:
         self,
         app: WSGIApp,
         *,
-        recorder: Recorder | None = None,
-        settings: Settings | None = None,
-        exclude_paths: Iterable[str] = (),
-        labels: Mapping[str, LabelValue] | None = None,
-        buckets: Iterable[float] = DEFAULT_DURATION_BUCKETS,
-        query_buckets: Iterable[float] = DEFAULT_COUNT_BUCKETS,
         route_resolver: RouteResolver = environ_route,
+        **options: Unpack[Options],
     ) -> None:
         self.app = app
-        self.metrics = RequestMetrics(
-            recorder,
-            settings,
-            buckets=buckets,
-            query_buckets=query_buckets,
-            labels=labels,
-            exclude_paths=exclude_paths,
-        )
+        self.counter = RequestCounter(**options)
         self.route_resolver = route_resolver
 
     def __call__(self, environ: Environ, start_response: StartResponse) -> Iterable[bytes]:
-        if self.metrics.excluded(environ.get("PATH_INFO", "")):
+        if self.counter.excluded(environ.get("PATH_INFO", "")):
             return self.app(environ, start_response)
         call = _Call(self, environ, start_response)
         try:
@@ -80,7 +67,7 @@ class _Call(InFlight):
     def __init__(
         self, middleware: SliceCountMiddleware, environ: Environ, upstream: StartResponse
     ) -> None:
-        super().__init__()
+        super().__init__(middleware.counter.track_queries)
         self.middleware = middleware
         self.environ = environ
         self.upstream = upstream
@@ -125,4 +112,4 @@ class _Call(InFlight):
             route = middleware.route_resolver(self.environ)
         except Exception:
             route = None
-        middleware.metrics.end(self, self.environ.get("REQUEST_METHOD", ""), route, status)
+        middleware.counter.end(self, self.environ.get("REQUEST_METHOD", ""), route, status)

@@ -1,0 +1,91 @@
+"""Grafana's answer shapes, built from evaluated series and annotations. Pure.
+
+Time series ``{"target", "refId", "tags", "datapoints": [[value, epoch_ms], ...]}``, tables
+``{"type": "table", "refId", "columns", "rows"}``, and the legacy ``/annotations`` items; see
+GRAFANA-PROTOCOL.md §4 and §5. Every frame echoes its ``refId``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from slicecount.datasource.discovery import label_names
+from slicecount.datasource.evaluate import Series, Timeline
+
+Annotation = Mapping[str, Any]
+"""An annotation as the store returns it: ``time`` (ms), optional ``timeEnd``, ``title``,
+``text``, ``tags``."""
+
+ANNOTATION_COLUMNS = (
+    {"text": "time", "type": "time"},
+    {"text": "timeEnd", "type": "time"},
+    {"text": "title", "type": "string"},
+    {"text": "text", "type": "string"},
+    {"text": "tags", "type": "string"},
+)
+"""The field names Grafana maps an annotation table by (simPod's annotations via /query)."""
+
+
+def number(value: float | None) -> float | int | None:
+    """Whole values as integers (``60``, not ``60.0``): counts read as counts."""
+    if value is None:
+        return None
+    return int(value) if value.is_integer() else value
+
+
+def timeseries(ref_id: str, series: Sequence[Series], timeline: Timeline) -> list[dict[str, Any]]:
+    """One time series frame per series, points in ascending time (ms)."""
+    stamps = [s * 1000 for s in timeline.starts]
+    return [
+        {
+            "target": s.legend(),
+            "refId": ref_id,
+            "tags": s.labels,
+            "datapoints": [[number(v), t] for v, t in zip(s.values, stamps, strict=True)],
+        }
+        for s in series
+    ]
+
+
+def table(ref_id: str, series: Sequence[Series]) -> dict[str, Any]:
+    """One row per series: its legend, one column per label, the total and the last value."""
+    labels = label_names(series)
+    columns = [{"text": "series", "type": "string"}]
+    columns += [{"text": label, "type": "string"} for label in labels]
+    columns += [{"text": "total", "type": "number"}, {"text": "last", "type": "number"}]
+    rows = []
+    for s in series:
+        present = [v for v in s.values if v is not None]
+        total = number(sum(present)) if present else None
+        last = number(present[-1]) if present else None
+        rows.append([s.legend(), *(s.labels.get(label, "") for label in labels), total, last])
+    return {"type": "table", "refId": ref_id, "columns": columns, "rows": rows}
+
+
+def annotation_table(ref_id: str, found: Sequence[Annotation]) -> dict[str, Any]:
+    """Annotations as the table simPod expects from /query; tags comma-separated."""
+    rows = [
+        [a["time"], a.get("timeEnd", a["time"]), a.get("title", ""), a.get("text", ""),
+         ",".join(a.get("tags", []))]
+        for a in found
+    ]  # fmt: skip
+    columns = [dict(c) for c in ANNOTATION_COLUMNS]
+    return {"type": "table", "refId": ref_id, "columns": columns, "rows": rows}
+
+
+def legacy_annotations(
+    annotation: Mapping[str, Any], found: Sequence[Annotation]
+) -> list[dict[str, Any]]:
+    """The legacy /annotations answer: each item echoes the request's ``annotation``."""
+    return [
+        {
+            "annotation": annotation,
+            "time": a["time"],
+            "timeEnd": a.get("timeEnd", a["time"]),
+            "title": a.get("title", ""),
+            "text": a.get("text", ""),
+            "tags": a.get("tags", []),
+        }
+        for a in found
+    ]

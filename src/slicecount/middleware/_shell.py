@@ -1,0 +1,181 @@
+"""What every framework shell shares around the pure core: where counts go, the per-request
+state, and the keyword options (defined once here, taken by WSGI, ASGI, Flask and Starlette).
+
+Not pure: this is where a Recorder is given, built from Settings, or looked up as the process
+default. Counting never raises into the host app; failures are logged once per shell.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable, Mapping
+from contextvars import ContextVar, Token
+from typing import TypedDict
+
+from slicecount import default
+from slicecount.config import Settings
+from slicecount.histogram import DEFAULT_COUNT_BUCKETS, DEFAULT_DURATION_BUCKETS
+from slicecount.middleware._core import RequestMapping
+from slicecount.recorder import Recorder
+from slicecount.series import Labels, LabelValue
+from slicecount.store import Store
+
+logger = logging.getLogger("slicecount")
+
+
+class Options(TypedDict, total=False):
+    """The keyword options of every request shell; ``RequestCounter`` holds their defaults."""
+
+    recorder: Recorder | None
+    settings: Settings | None
+    exclude_paths: Iterable[str]
+    labels: Mapping[str, LabelValue] | None
+    buckets: Iterable[float]
+    query_buckets: Iterable[float]
+    track_queries: bool
+
+
+def reusable(options: Options) -> Options:
+    """A copy whose iterables can be read again (one Flask extension, several apps); an
+    unknown option is refused now, not when an app is instrumented later."""
+    unknown = sorted(options.keys() - Options.__optional_keys__)
+    if unknown:
+        raise TypeError(f"unexpected keyword arguments {unknown}")
+    copy = options.copy()
+    if "exclude_paths" in copy:
+        copy["exclude_paths"] = tuple(copy["exclude_paths"])
+    if "buckets" in copy:
+        copy["buckets"] = tuple(copy["buckets"])
+    if "query_buckets" in copy:
+        copy["query_buckets"] = tuple(copy["query_buckets"])
+    return copy
+
+
+class RecorderSource:
+    """A fixed Recorder (given, or built from ``settings``), else the process default looked
+    up at each use, so that ``slicecount.configure()`` after start-up still takes effect.
+
+    A core mapping built on ``namer()`` registers its ``forget`` with ``watch()``: when the
+    default Recorder is replaced, ids the old one named are dropped and the new one admits
+    them again (its cardinality guard sees them)."""
+
+    __slots__ = ("_current", "_forgets", "_warned", "fixed")
+
+    def __init__(self, recorder: Recorder | None = None, settings: Settings | None = None) -> None:
+        if recorder is None and settings is not None:
+            recorder = Recorder(Store(settings))
+        self.fixed = recorder
+        self._current = recorder
+        self._forgets: list[Callable[[], None]] = []
+        self._warned = False
+
+    def get(self) -> Recorder | None:
+        """The Recorder to count into now; None (logged once) if the default cannot be built."""
+        if self.fixed is not None:
+            return self.fixed
+        try:
+            recorder = default.get_recorder()
+        except Exception as exc:  # bad SLICECOUNT_* settings: count nothing, serve everything
+            if not self._warned:
+                self._warned = True
+                logger.error("slicecount middleware records nothing: %s", exc)
+            return None
+        if recorder is not self._current:
+            self._current = recorder
+            for forget in self._forgets:
+                forget()
+        return recorder
+
+    def namer(self) -> Callable[[str, Labels], str]:
+        """The series namer for a core mapping: the fixed Recorder's, or one that follows the
+        default (through ``get()``)."""
+        return self.fixed.series_id if self.fixed is not None else self._series_id
+
+    def watch(self, forget: Callable[[], None]) -> None:
+        self._forgets.append(forget)
+
+    def _series_id(self, name: str, labels: Labels) -> str:
+        recorder = self._current or self.get()
+        if recorder is None:
+            raise LookupError("no Recorder to name series with")
+        return recorder.series_id(name, labels)
+
+
+class RequestScope:
+    """Per-request state that code deeper in the stack (the SQLAlchemy hook) adds to."""
+
+    __slots__ = ("queries",)
+
+    def __init__(self) -> None:
+        self.queries = 0
+
+
+current_request: ContextVar[RequestScope | None] = ContextVar("slicecount_request", default=None)
+"""The request being served in this context, if a middleware with ``track_queries`` is
+around it."""
+
+
+class InFlight:
+    """A request between its start and ``RequestCounter.end()``; shells subclass it to keep
+    their own per-request state in the same (single) allocation."""
+
+    __slots__ = ("scope", "started", "token")
+
+    def __init__(self, track_queries: bool) -> None:
+        if track_queries:  # a contextvar only when this middleware reports queries
+            self.scope: RequestScope | None = RequestScope()
+            self.token: Token[RequestScope | None] | None = current_request.set(self.scope)
+        else:
+            self.scope = self.token = None
+        self.started = time.perf_counter()
+
+
+class RequestCounter:
+    """What a request shell holds: the pure mapping, where its counts go, and whether it
+    reports queries per request. The one place the options are read."""
+
+    def __init__(
+        self,
+        *,
+        recorder: Recorder | None = None,
+        settings: Settings | None = None,
+        exclude_paths: Iterable[str] = (),
+        labels: Mapping[str, LabelValue] | None = None,
+        buckets: Iterable[float] = DEFAULT_DURATION_BUCKETS,
+        query_buckets: Iterable[float] = DEFAULT_COUNT_BUCKETS,
+        track_queries: bool = False,
+    ) -> None:
+        self.source = RecorderSource(recorder, settings)
+        self.mapping = RequestMapping(
+            self.source.namer(),
+            buckets=buckets,
+            query_buckets=query_buckets,
+            labels=labels,
+            exclude_paths=exclude_paths,
+        )
+        self.source.watch(self.mapping.forget)
+        self.excluded = self.mapping.excluded
+        self.track_queries = track_queries
+        self._warned = False
+
+    def end(self, inflight: InFlight, method: str, route: str | None, status: int) -> None:
+        """Count a finished request. Never raises."""
+        seconds = time.perf_counter() - inflight.started
+        queries = None
+        scope = inflight.scope
+        if scope is not None:
+            try:
+                current_request.reset(inflight.token)  # type: ignore[arg-type]
+            except ValueError:
+                pass  # ended from another context (a server thread closing the body): harmless
+            queries = scope.queries
+        recorder = self.source.fixed or self.source.get()
+        if recorder is None:
+            return
+        try:
+            recorder.add_ids(self.mapping.entries(method, route, status, seconds, queries))
+        except Exception as exc:  # never let counting reach the request
+            if not self._warned:
+                self._warned = True
+                logger.exception("slicecount could not record a request: %s", exc)

@@ -1,0 +1,99 @@
+"""Grafana frame shapes from evaluated series. Pure: no Redis."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from slicecount.datasource.evaluate import Series, Timeline
+from slicecount.datasource.frames import (
+    annotation_table,
+    legacy_annotations,
+    number,
+    table,
+    timeseries,
+)
+
+T0 = 1_700_000_040  # a multiple of 60
+TIMELINE = Timeline(60, range(T0, T0 + 180, 60), now=T0 + 150, oldest=T0)
+
+
+def test_numbers_whole_values_as_integers() -> None:
+    assert number(None) is None
+    assert number(60.0) == 60 and isinstance(number(60.0), int)
+    assert number(0.5) == 0.5
+
+
+def test_timeseries_one_frame_per_series_value_first_milliseconds_ascending() -> None:
+    series = [
+        Series("http.requests", {"status": "200"}, [60.0, 0.5, None]),
+        Series("", {}, [1.0, 2.0, 3.0]),
+    ]
+    frames = timeseries("A", series, TIMELINE)
+    assert frames == [
+        {
+            "target": 'http.requests{status="200"}',
+            "refId": "A",
+            "tags": {"status": "200"},
+            "datapoints": [[60, T0 * 1000], [0.5, (T0 + 60) * 1000], [None, (T0 + 120) * 1000]],
+        },
+        {
+            "target": "{}",
+            "refId": "A",
+            "tags": {},
+            "datapoints": [[1, T0 * 1000], [2, (T0 + 60) * 1000], [3, (T0 + 120) * 1000]],
+        },
+    ]
+    # strict JSON, the keys in the order Grafana's plugins have always received them
+    assert json.dumps(frames[0], allow_nan=False).startswith('{"target": ')
+    assert list(frames[0]) == ["target", "refId", "tags", "datapoints"]
+
+
+def test_table_has_a_column_per_label_but_le_then_total_and_last() -> None:
+    series = [
+        Series("h.bucket", {"route": "/a", "le": "0.1"}, [1.0, None, 2.5]),
+        Series("h.bucket", {"method": "GET"}, [None, None, None]),
+    ]
+    frame = table("T", series)
+    assert frame == {
+        "type": "table",
+        "refId": "T",
+        "columns": [
+            {"text": "series", "type": "string"},
+            {"text": "method", "type": "string"},
+            {"text": "route", "type": "string"},
+            {"text": "total", "type": "number"},
+            {"text": "last", "type": "number"},
+        ],
+        "rows": [
+            ['h.bucket{le="0.1",route="/a"}', "", "/a", 3.5, 2.5],
+            ['h.bucket{method="GET"}', "GET", "", None, None],
+        ],
+    }
+
+
+def test_annotation_table_maps_fields_by_name_and_joins_tags() -> None:
+    found: list[dict[str, Any]] = [
+        {"time": 1000, "timeEnd": 2000, "title": "deploy", "text": "v1.2", "tags": ["a", "b"]},
+        {"time": 3000},
+    ]
+    frame = annotation_table("Anno", found)
+    assert [c["text"] for c in frame["columns"]] == ["time", "timeEnd", "title", "text", "tags"]
+    assert [c["type"] for c in frame["columns"]] == ["time", "time", "string", "string", "string"]
+    assert frame["refId"] == "Anno" and frame["type"] == "table"
+    assert frame["rows"] == [[1000, 2000, "deploy", "v1.2", "a,b"], [3000, 3000, "", "", ""]]
+    frame["columns"][0]["text"] = "changed"  # each answer owns its columns
+    assert annotation_table("Anno", [])["columns"][0]["text"] == "time"
+
+
+def test_legacy_annotations_echo_the_request_annotation() -> None:
+    request = {"name": "Deploys", "query": "#deploy"}
+    (item,) = legacy_annotations(request, [{"time": 5000, "tags": ["deploy"]}])
+    assert item == {
+        "annotation": request,
+        "time": 5000,
+        "timeEnd": 5000,
+        "title": "",
+        "text": "",
+        "tags": ["deploy"],
+    }

@@ -1,0 +1,155 @@
+"""The Reader on a real Redis: one /query discovers and reads for all its targets at once."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Sequence
+from typing import Any, TypeVar
+
+import pytest
+
+from slicecount.config import Settings
+from slicecount.datasource import endpoints
+from slicecount.datasource.protocol import LimitExceeded, Limits
+from slicecount.datasource.reader import Reader, all_done
+from slicecount.store import Store
+from slicecount.store_async import AsyncStore
+from tests.datasource.conftest import HOUR, NOW, legacy_body, write_known_data
+
+T = TypeVar("T")
+
+
+class CountingStore(AsyncStore):
+    """A real AsyncStore that records its discovery, read and annotation calls, and how many
+    of them were under way at once."""
+
+    def __init__(self, settings: Settings) -> None:
+        super().__init__(settings, clock=lambda: NOW)
+        self.calls: list[tuple[Any, ...]] = []
+        self.in_flight = 0
+        self.most_in_flight = 0
+
+    async def _track(self, call: tuple[Any, ...], work: Awaitable[T]) -> T:
+        self.calls.append(call)
+        self.in_flight += 1
+        self.most_in_flight = max(self.most_in_flight, self.in_flight)
+        try:
+            return await work
+        finally:
+            self.in_flight -= 1
+
+    async def series(self, name: str, precision: int) -> list[str]:
+        return await self._track(("series", name, precision), super().series(name, precision))
+
+    async def read(
+        self, series_ids: Sequence[str], precision: int, start: float, end: float
+    ) -> dict[str, list[int | None]]:
+        return await self._track(
+            ("read", precision, len(series_ids)),
+            super().read(series_ids, precision, start, end),
+        )
+
+    async def annotations(
+        self, start: float, end: float, tags: Sequence[str] = (), limit: int = 1000
+    ) -> list[dict[str, Any]]:
+        return await self._track(
+            ("annotations", tuple(tags)), super().annotations(start, end, tags, limit)
+        )
+
+    def kinds(self) -> list[str]:
+        return [call[0] for call in self.calls]
+
+
+TARGETS: list[dict[str, Any]] = [
+    {"target": "http.requests", "refId": "A"},
+    {"target": 'sum(rate(http.requests{route="/a"}))', "refId": "B"},
+    {"target": "deploy", "refId": "Anno"},
+    {"target": "db.queries", "refId": "C", "payload": {"precision": "300"}},
+    {"target": "histogram_quantile(0.5, http.request.duration)", "refId": "D"},
+]
+
+
+async def answer(
+    settings: Settings, *bodies: dict[str, Any], ttl: float = 2.0
+) -> tuple[list[list[dict[str, Any]]], CountingStore]:
+    """Each body's /query answer from one Reader, and the store's record of calls."""
+    store = CountingStore(settings)
+    async with store:
+        reader = Reader(store, Limits(), clock=lambda: NOW, ttl=ttl)
+        return [await endpoints.query(reader, body) for body in bodies], store
+
+
+@pytest.fixture
+def data(settings: Settings, store: Store) -> Settings:
+    write_known_data(store)
+    return settings
+
+
+def test_every_target_discovered_then_read_together_in_one_read_per_precision(
+    data: Settings,
+) -> None:
+    ([frames], store) = asyncio.run(answer(data, legacy_body(TARGETS, NOW - HOUR, NOW)))
+    assert store.calls == [
+        ("series", "http.requests", 60),
+        ("series", "db.queries", 300),
+        ("series", "http.request.duration.bucket", 60),
+        ("read", 60, 3 + 3),  # /a 200, /a 500, /b 200; three buckets
+        ("read", 300, 1),
+        ("annotations", ("deploy",)),
+    ]
+    assert store.most_in_flight == 3  # each round's calls all under way at once
+    assert [f["refId"] for f in frames] == ["A", "A", "A", "B", "Anno", "C", "D"]
+    assert frames[4]["rows"][0][2] == "deploy v1.2"
+
+
+def test_answers_are_the_same_as_one_target_at_a_time(data: Settings) -> None:
+    together = legacy_body(TARGETS, NOW - HOUR, NOW)
+    alone = [legacy_body([t], NOW - HOUR, NOW) for t in TARGETS]
+    ([combined, *separate], _) = asyncio.run(answer(data, together, *alone, ttl=0))
+    assert combined == [frame for frames in separate for frame in frames]
+
+
+def test_discovery_is_reused_within_its_ttl(data: Settings) -> None:
+    body = legacy_body(TARGETS[:2], NOW - HOUR, NOW)
+    (_, cached) = asyncio.run(answer(data, body, body))
+    assert cached.kinds() == ["series", "read", "read"]
+    (_, fresh) = asyncio.run(answer(data, body, body, ttl=0))
+    assert fresh.kinds() == ["series", "read", "series", "read"]
+
+
+def test_the_series_limit_stops_the_query_before_any_read(data: Settings, store: Store) -> None:
+    store.apply({f'many{{i="{i}"}}': {NOW - 10: 1} for i in range(6)})
+    body = legacy_body(
+        [{"target": "db.queries", "refId": "A"}, {"target": "many", "refId": "B"}], NOW - HOUR, NOW
+    )
+
+    async def scenario() -> CountingStore:
+        counting = CountingStore(data)
+        async with counting:
+            reader = Reader(counting, Limits(max_series=5), clock=lambda: NOW)
+            with pytest.raises(LimitExceeded, match="more than 5 series"):
+                await endpoints.query(reader, body)
+            return counting
+
+    assert asyncio.run(scenario()).kinds() == ["series", "series"]
+
+
+def test_a_failure_cancels_the_calls_still_under_way() -> None:
+    finished: list[str] = []
+
+    async def slow() -> None:
+        await asyncio.sleep(5)
+        finished.append("slow")
+
+    async def failing() -> None:
+        await asyncio.sleep(0)
+        raise RuntimeError("redis went away")
+
+    async def scenario() -> asyncio.Future[None]:
+        tasks = [asyncio.ensure_future(slow()), asyncio.ensure_future(failing())]
+        with pytest.raises(RuntimeError, match="went away"):
+            await all_done(tasks)
+        return tasks[0]
+
+    slow_task = asyncio.run(asyncio.wait_for(scenario(), 2))
+    assert slow_task.cancelled() and finished == []

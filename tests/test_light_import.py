@@ -1,0 +1,57 @@
+"""Importing the pure modules loads no Redis client and registers no process hook."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+PURE = [
+    "slicecount.series",
+    "slicecount.keys",
+    "slicecount.config",
+    "slicecount.slices",
+    "slicecount.histogram",
+    "slicecount.admission",
+    "slicecount.batches",
+    "slicecount.replies",
+    "slicecount.writing",
+    "slicecount.reading",
+    "slicecount.datasource.query",
+    "slicecount.middleware._core",
+    "slicecount.cleaner.plan",
+]
+
+PROBE = """
+import atexit, logging, sys  # logging registers its own exit hook
+before = atexit._ncallbacks()
+import {module}
+heavy = sorted(m for m in ("redis", "hiredis", "starlette", "flask", "slicecount.recorder",
+                           "slicecount.store") if m in sys.modules)
+print(heavy, atexit._ncallbacks() - before)
+"""
+
+
+@pytest.mark.parametrize("module", PURE)
+def test_a_pure_module_imports_no_redis_and_registers_no_hook(module: str) -> None:
+    out = subprocess.run(
+        [sys.executable, "-c", PROBE.format(module=module)],
+        capture_output=True, text=True, check=True, timeout=60,
+    )  # fmt: skip
+    assert out.stdout.split() == ["[]", "0"], (module, out.stdout, out.stderr)
+
+
+def test_the_public_names_still_load_on_first_use() -> None:
+    probe = (
+        "import sys, slicecount\n"
+        "assert 'redis' not in sys.modules\n"
+        "from slicecount import Store, Recorder, event, AsyncStore\n"
+        "assert 'redis' in sys.modules and slicecount.Store is Store\n"
+        "assert set(slicecount.__all__) <= set(dir(slicecount))\n"
+        "print('ok')"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert out.stdout.strip() == "ok", out.stderr

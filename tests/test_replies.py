@@ -1,0 +1,46 @@
+"""Reading a batch's replies one at a time (pure)."""
+
+from __future__ import annotations
+
+import pytest
+
+from slicecount.batches import Batch
+from slicecount.errors import StoreError
+from slicecount.replies import ReplyReader, ScriptMissing
+
+
+def read(batch: Batch, *replies: object) -> list[object]:
+    reader = ReplyReader(batch)
+    assert reader.expected == len(replies)
+    for reply in replies:
+        reader.feed(reply)
+    return reader.result()
+
+
+def test_a_transaction_answers_ok_queued_then_exec() -> None:
+    batch = Batch([("INCR", "a"), ("INCR", "b")], transaction=True)
+    assert read(batch, "OK", "QUEUED", "QUEUED", [1, 2]) == [1, 2]
+
+
+def test_a_bulk_transaction_keeps_refusals_in_place() -> None:
+    refusal = Exception("WRONGTYPE")
+    bulk = Batch([("INCR", "a"), ("INCR", "b")], transaction=True, bulk=True)
+    assert read(bulk, "OK", "QUEUED", "QUEUED", [1, refusal]) == [1, refusal]
+    plain = Batch([("INCR", "a"), ("INCR", "b")], transaction=True)
+    with pytest.raises(StoreError, match="WRONGTYPE"):
+        read(plain, "OK", "QUEUED", "QUEUED", [1, refusal])
+
+
+def test_an_aborted_transaction_wrote_nothing_and_says_so() -> None:
+    batch = Batch([("INCR", "a")], transaction=True, bulk=True)
+    with pytest.raises(StoreError, match=r"whole transaction.*OOM"):
+        read(batch, "OK", Exception("OOM command not allowed"), Exception("EXECABORT"))
+    with pytest.raises(StoreError, match="did not run"):
+        read(batch, "OK", "QUEUED", None)  # a WATCHed key changed
+
+
+def test_plain_batches_raise_the_first_refusal_and_noscript_apart() -> None:
+    with pytest.raises(StoreError, match="ERR"):
+        read(Batch([("GET", "a"), ("BAD",)]), "1", Exception("ERR unknown command"))
+    with pytest.raises(ScriptMissing):
+        read(Batch([("EVALSHA", "x", 0)]), ScriptMissing("no script"))
