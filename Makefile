@@ -4,23 +4,41 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint bench clean
+.PHONY: demo test quick bench bench-compare clean
+CODE := src tests benchmarks examples
 
 demo: $(STAMP)
 	$(BIN)/slicecount demo
 
+# Everything, with coverage: what .ci/run and the README run.
 test: $(STAMP)
-	$(BIN)/ruff check src tests benchmarks examples
-	$(BIN)/ruff format --check src tests benchmarks examples
+	$(BIN)/ruff check $(CODE)
+	$(BIN)/ruff format --check $(CODE)
 	$(BIN)/mypy
 	$(BIN)/coverage run -m pytest
 	$(BIN)/coverage report
+
+# The inner loop (under a minute): the same checks, minus the tests marked slow. mypy runs
+# beside the tests (a cold mypy takes ~20 s) and reports after them.
+quick: $(STAMP)
+	$(BIN)/ruff check $(CODE)
+	$(BIN)/ruff format --check $(CODE)
+	@types=$$(mktemp); $(BIN)/mypy >$$types 2>&1 & mypy=$$!; \
+	echo "$(BIN)/mypy (in the background) and $(BIN)/python -m pytest -q -m 'not slow'"; \
+	$(BIN)/python -m pytest -q -m "not slow"; tests=$$?; \
+	wait $$mypy; typed=$$?; cat $$types; rm -f $$types; \
+	test $$tests -eq 0 && test $$typed -eq 0
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_recorder.py
 	$(BIN)/python benchmarks/bench_middleware.py
 	$(BIN)/python benchmarks/bench_datasource.py
 	$(BIN)/python benchmarks/bench_cleaner.py
+
+# Before/after: make bench-compare BEFORE=main (any git revision; ARGS=--quick for small sizes)
+BEFORE ?= HEAD
+bench-compare: $(STAMP)
+	$(BIN)/python benchmarks/compare.py --before $(BEFORE) $(ARGS)
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 10) and "slicecount needs Python >= 3.10")'

@@ -1,6 +1,6 @@
 """The cleaner beside a faithful port of the book's clean_counters, on identical copies.
 
-    python benchmarks/bench_cleaner.py [--names 20000]
+    python benchmarks/bench_cleaner.py [--names 20000] [--json]
 
 Two private redis-servers get the same data: NAMES metrics x 7 precisions, 150 samples each.
 Then both cleaners run a cold pass at NOW (30 slices to trim per hash, nothing known about
@@ -19,13 +19,14 @@ from typing import Any
 import redis
 
 from book_cleaner import clean_counters_pass  # beside this file (python puts it on sys.path)
+from figures import Figure, emit, json_flag
+from slicecount import Settings, Store
 from slicecount.cleaner import Cleaner
-from slicecount.config import DEFAULT_PRECISIONS
 from slicecount.embedded import EmbeddedRedis
-from slicecount.store import Store
 
 NOW = 1_700_006_400  # a multiple of 86400: every precision's slices line up
 SAMPLES = 150
+PRECISIONS = Settings().precisions  # the default ladder, 1 s to 1 day
 POPULATE = """
 local names, samples, now = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 for a = 4, #ARGV do
@@ -47,7 +48,7 @@ end
 
 def prepare(url: str, names: int) -> redis.Redis:
     client = redis.Redis.from_url(url, decode_responses=True, socket_timeout=600)
-    client.eval(POPULATE, 0, names, SAMPLES, NOW, *DEFAULT_PRECISIONS)
+    client.eval(POPULATE, 0, names, SAMPLES, NOW, *PRECISIONS)
     client.config_set("slowlog-log-slower-than", 500)  # microseconds
     client.config_set("slowlog-max-len", 100_000)
     return client
@@ -69,7 +70,7 @@ def measured(client: redis.Redis, run: Any) -> dict[str, float]:
     return {"seconds": seconds, "calls": calls, "commands": commands, "slowest_ms": slowest / 1000}
 
 
-def report(name: str, book: dict[str, float], ours: dict[str, float], target: float) -> None:
+def report(name: str, book: dict[str, float], ours: dict[str, float], target: float) -> float:
     print(f"\n{name}")
     print(f"  {'':<12}{'seconds':>10}{'client calls':>14}{'server cmds':>14}{'slowest call':>14}")
     for who, m in (("book", book), ("slicecount", ours)):
@@ -82,11 +83,13 @@ def report(name: str, book: dict[str, float], ours: dict[str, float], target: fl
         f"  slicecount is {speedup:.1f}x faster (target >= {target:.0f}x); "
         f"slowest call {ours['slowest_ms']:.2f} ms (target <= 5 ms)"
     )
+    return speedup
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--names", type=int, default=20_000)
+    json_flag(parser)
     args = parser.parse_args()
     with EmbeddedRedis() as book_server, EmbeddedRedis() as our_server:
         print(f"populating 2 x {args.names:,} names x 7 precisions x {SAMPLES} samples ...")
@@ -104,15 +107,24 @@ def main() -> None:
 
         cold_book = measured(book_client, lambda: clean_counters_pass(book_client, NOW, 0))
         cold_ours = measured(our_client, lambda: ours(True))
-        report("cold pass (30 slices to trim per hash)", cold_book, cold_ours, 10)
+        cold = report("cold pass (30 slices to trim per hash)", cold_book, cold_ours, 10)
         clock[0] = NOW + 60
         steady_book = measured(book_client, lambda: clean_counters_pass(book_client, NOW + 60, 1))
         steady_ours = measured(our_client, lambda: ours(False))
-        report("steady pass one interval later (--now + 60)", steady_book, steady_ours, 50)
+        steady = report("steady pass one interval later (--now + 60)", steady_book, steady_ours, 50)
         for client in (book_client, our_client):
-            sizes = [client.hlen(f"count:{p}:bench.m7") for p in DEFAULT_PRECISIONS]
+            sizes = [client.hlen(f"count:{p}:bench.m7") for p in PRECISIONS]
             print(f"  fields left in bench.m7 per precision: {sizes}")
         store.close()
+    if args.json:
+        slowest = max(cold_ours["slowest_ms"], steady_ours["slowest_ms"])
+        emit("cleaner", [
+            Figure("cold", "cold pass", cold_ours["seconds"], "s", "lower"),
+            Figure("cold_vs_book", "cold pass, book / slicecount", cold, "x", "higher"),
+            Figure("steady", "steady pass", steady_ours["seconds"], "s", "lower"),
+            Figure("steady_vs_book", "steady pass, book / slicecount", steady, "x", "higher"),
+            Figure("slowest_call", "slowest trim call", slowest, "ms", "lower"),
+        ])  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """Per-request overhead of the middleware, in-process (the app called directly, no sockets).
 
-    python benchmarks/bench_middleware.py [--requests 3000] [--rounds 25]
+    python benchmarks/bench_middleware.py [--requests 3000] [--rounds 25] [--json]
 
 For Flask and for Starlette, one run measures the bare app, the app with slicecount, with the
 usual Prometheus exporter (prometheus_flask_exporter / starlette_exporter) and with a naive
@@ -29,12 +29,11 @@ from starlette.routing import Route
 from starlette_exporter import PrometheusMiddleware
 from werkzeug.test import EnvironBuilder
 
+from figures import Figure, emit, json_flag  # beside this file (python puts it on sys.path)
+from slicecount import AsyncStore, Recorder, Store, parse_series
 from slicecount.embedded import EmbeddedRedis
 from slicecount.middleware.flask import SliceCount
 from slicecount.middleware.starlette import SliceCountMiddleware
-from slicecount.recorder import Recorder
-from slicecount.store import Store
-from slicecount.store_async import AsyncStore
 
 WSGIApp = Callable[[dict[str, Any], Any], Iterable[bytes]]
 ASGIApp = Callable[..., Any]
@@ -156,7 +155,7 @@ def starlette_variants(astore: AsyncStore, recorder: Recorder) -> dict[str, ASGI
 # -- report --------------------------------------------------------------------------------
 
 
-def report(framework: str, exporter: str, timings: dict[str, list[float]]) -> None:
+def report(framework: str, exporter: str, timings: dict[str, list[float]]) -> list[Figure]:
     # The machines are shared VMs with bursty neighbours: the fastest round of each variant is
     # the least disturbed one (timeit's advice), so overheads are min(variant) - min(bare).
     # Medians are printed beside them to show the spread.
@@ -169,18 +168,30 @@ def report(framework: str, exporter: str, timings: dict[str, list[float]]) -> No
         label = exporter if name == "exporter" else name
         extra = "" if name == "bare" else f"  overhead {over[name]:7.1f} us"
         print(f"  {label:<28} {best[name]:8.1f} us ({med[name]:8.1f}){extra}")
+    key = framework.lower()
+    figures = [
+        Figure(f"{key}.bare", f"{framework} bare app", best["bare"], "us/req", "lower"),
+        Figure(f"{key}.overhead", f"{framework} slicecount overhead", over["slicecount"],
+               "us/req", "lower"),
+        Figure(f"{key}.exporter_overhead", f"{framework} {exporter} overhead",
+               over["exporter"], "us/req", "lower"),
+    ]  # fmt: skip
     ours = over["slicecount"]
+    ratio = None
     if ours <= 0.05:
         print("  slicecount overhead is below this run's noise floor; ratios not computed")
-        return
-    print(
-        f"  {exporter} overhead / slicecount overhead: {over['exporter'] / ours:6.1f}x "
-        "(target >= 4x)"
-    )
-    print(
-        f"  naive book-style overhead / slicecount overhead: {over['naive'] / ours:6.1f}x "
-        "(target >= 50x)"
-    )
+    else:
+        ratio = over["exporter"] / ours
+        print(f"  {exporter} overhead / slicecount overhead: {ratio:6.1f}x (target >= 4x)")
+        print(
+            f"  naive book-style overhead / slicecount overhead: {over['naive'] / ours:6.1f}x "
+            "(target >= 50x)"
+        )
+    figures.append(
+        Figure(f"{key}.exporter_ratio", f"{framework} exporter / slicecount overhead", ratio,
+               "x", "higher")
+    )  # fmt: skip
+    return figures
 
 
 def main() -> None:
@@ -188,6 +199,7 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=3_000)
     parser.add_argument("--naive-requests", type=int, default=600)
     parser.add_argument("--rounds", type=int, default=25)
+    json_flag(parser)
     args = parser.parse_args()
 
     with EmbeddedRedis() as server, Store.from_url(server.url) as store:
@@ -204,7 +216,7 @@ def main() -> None:
                 after = recorder.flush if name == "slicecount" else None
                 timings[name].append(time_wsgi(app, count, after))
                 sent += count if name == "slicecount" else 0
-        report("Flask", "prometheus_flask_exporter", timings)
+        figures = report("Flask", "prometheus_flask_exporter", timings)
 
         async def run_asgi() -> dict[str, list[float]]:
             apps = starlette_variants(astore, recorder)
@@ -219,23 +231,19 @@ def main() -> None:
 
         timings = asyncio.run(run_asgi())
         sent += args.requests * args.rounds
-        report("Starlette", "starlette_exporter", timings)
+        figures += report("Starlette", "starlette_exporter", timings)
 
         recorder.close()
         landed = sum(
             n
             for sid in store.series("http.requests", 86400)
-            for n in (v for _, v in store.get("http.requests", 86400, _labels(sid)))
+            for n in (v for _, v in store.get("http.requests", 86400, parse_series(sid)[1]))
         )
         print(f"\nrequests through slicecount: {sent:,}; counted in Redis: {landed:,}")
         if landed != sent:
             raise SystemExit("some requests did not land in Redis")
-
-
-def _labels(series_id: str) -> dict[str, str]:
-    from slicecount.series import parse
-
-    return parse(series_id)[1]
+    if args.json:
+        emit("middleware", figures)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """Recorder.add() rate and flush time, beside book-style Store.incr() per event, in one run.
 
-    python benchmarks/bench_recorder.py [--adds 1000000] [--series 10000] [--rounds 5]
+    python benchmarks/bench_recorder.py [--adds 1000000] [--series 10000] [--rounds 5] [--json]
 
 Targets (issue 2): >= 1 000 000 adds/s on one thread; one flush of 10 000 distinct series
 <= 0.5 s. Numbers are medians of several rounds; the machine is shared, so compare ratios.
@@ -12,9 +12,9 @@ import argparse
 import statistics
 import time
 
+from figures import Figure, emit, json_flag  # beside this file (python puts it on sys.path)
+from slicecount import Recorder, Store
 from slicecount.embedded import EmbeddedRedis
-from slicecount.recorder import Recorder
-from slicecount.store import Store
 
 T0 = 1_700_000_000
 
@@ -57,6 +57,7 @@ def main() -> None:
     parser.add_argument("--series", type=int, default=10_000)
     parser.add_argument("--incr-events", type=int, default=5_000)
     parser.add_argument("--rounds", type=int, default=5)
+    json_flag(parser)
     args = parser.parse_args()
 
     with EmbeddedRedis() as server, Store.from_url(server.url) as store:
@@ -82,6 +83,13 @@ def main() -> None:
         f"flush of {args.series:,} distinct series {flush:>8.3f} s  (target <= 0.5 s); "
         f"book style would take {args.series / incr:.2f} s for one event each"
     )
+    if args.json:
+        emit("recorder", [
+            Figure("add_unlabelled", "Recorder.add() unlabelled", add_plain, "adds/s", "higher"),
+            Figure("add_labelled", "Recorder.add() 3 labels", add_labelled, "adds/s", "higher"),
+            Figure("flush", f"flush of {args.series:,} series", flush, "s", "lower"),
+            Figure("incr", "Store.incr() (book style)", incr, "events/s", "higher"),
+        ])  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
 """``slicecount demo --duration 20`` as a user runs it: the datasource it starts answers with
-live data while it runs, and every process it started is gone after it ends."""
+live data while it runs, and every process it started is gone after it ends. And the demo's
+start-up failures: a missing dependency, a service that does not come up."""
 
 from __future__ import annotations
 
@@ -9,13 +10,17 @@ import subprocess
 import sys
 import time
 from datetime import datetime, timedelta, timezone
+from importlib.util import find_spec
+from pathlib import Path
 
 import httpx2 as httpx
 import pytest
+from click.testing import CliRunner
 
+from slicecount.cli import main
+from slicecount.demo import Demo, Service
 from slicecount.embedded import free_port
-
-pytestmark = pytest.mark.slow
+from slicecount.errors import StartupError
 
 
 def alive(pid: int) -> bool:
@@ -31,6 +36,29 @@ def alive(pid: int) -> bool:
         return False
 
 
+def test_a_missing_dependency_is_named_before_anything_starts(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(
+        "slicecount.demo.find_spec", lambda name: None if name == "gunicorn" else find_spec(name)
+    )
+    with pytest.raises(StartupError, match=r"needs gunicorn: pip install 'slicecount\[demo\]'"):
+        Demo()
+    result = CliRunner().invoke(main, ["demo", "--duration", "1"])
+    assert result.exit_code == 1
+    assert "error: slicecount demo needs gunicorn" in result.output
+    assert "starting" not in result.output
+
+
+def test_a_service_that_does_not_start_says_why(tmp_path: Path) -> None:
+    command = [sys.executable, "-c", "print('no such app'); raise SystemExit(3)"]
+    service = Service("broken", command, dict(os.environ), tmp_path)
+    with pytest.raises(StartupError, match=r"broken did not start on port \d+:\nno such app"):
+        service.wait_http(free_port())
+    service.stop()
+
+
+@pytest.mark.slow
 def test_demo_runs_the_stack_and_leaves_nothing_behind() -> None:
     port = free_port()
     process = subprocess.Popen(

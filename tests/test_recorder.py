@@ -32,6 +32,7 @@ def total(store: Store, name: str, labels: dict[str, str] | None = None) -> int:
     return sum(n for _, n in store.get(name, 86400, labels))
 
 
+@pytest.mark.slow
 def test_eight_threads_are_counted_exactly_at_every_precision(store: Store) -> None:
     threads, per_thread, span = 8, 50_000, 30
     recorder = Recorder(store, flush_interval=0.05)  # flushes race with the adds

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import random
 import signal
 import sys
 import time
@@ -14,13 +13,8 @@ from typing import Any
 import click
 
 from slicecount.config import Settings
-from slicecount.embedded import EmbeddedRedis
 from slicecount.errors import SlicecountError
-from slicecount.recorder import Recorder
 from slicecount.store import Store
-
-DEMO_ROUTES = (("GET", "/", 0.55), ("GET", "/users/{id}", 0.3), ("POST", "/orders", 0.15))
-"""(method, route, share of traffic) of the demo's synthetic requests."""
 
 
 @click.group()
@@ -203,12 +197,18 @@ def show(
               "through a Recorder and print what reads back at each precision")  # fmt: skip
 def demo(duration: float | None, port: int, rate: float, seed: int | None, synthetic: bool) -> None:
     """The whole stack on this machine: Redis, example apps, traffic, cleaner, datasource."""
-    if synthetic:
-        _synthetic(60, 200, seed)
-        return
-    from slicecount.demo import Demo
+    try:
+        if synthetic:
+            from slicecount.examples.synthetic import synthetic as record
 
-    stack = Demo(port=port, rate=rate, seed=seed)
+            record(60, 200, seed, click.echo)
+            return
+        from slicecount.demo import Demo
+
+        stack = Demo(port=port, rate=rate, seed=seed)
+    except SlicecountError as exc:  # no redis-server binary, a missing demo dependency
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(1)
 
     def on_signal(signum: int, frame: object) -> None:
         raise KeyboardInterrupt
@@ -228,53 +228,6 @@ def demo(duration: float | None, port: int, rate: float, seed: int | None, synth
     finally:
         stack.stop()
     click.echo("stopped: every service exited, counts flushed, redis stopped")
-
-
-def _synthetic(seconds: int, rate: int, seed: int | None) -> None:
-    rng = random.Random(seed)
-    with EmbeddedRedis() as server:
-        click.echo(f"embedded redis-server on {server.url}")
-        store = Store.from_url(server.url)
-        recorder = Recorder(store)
-        end = int(time.time())
-        start = end - seconds + 1
-        expected = 0
-        for second in range(start, end + 1):
-            for _ in range(rng.randint(rate // 2, rate * 3 // 2)):
-                method, route = _pick_route(rng)
-                status = "500" if rng.random() < 0.02 else "200"
-                labels = {"method": method, "route": route, "status": status}
-                recorder.add("http.requests", 1, labels, now=second + rng.random())
-                expected += 1
-        recorder.close()
-        click.echo(f"recorded {expected} requests over {seconds} s through a Recorder\n")
-        for precision in store.settings.precisions:
-            _print_precision(store, precision, start, end)
-        store.close()
-
-
-def _pick_route(rng: random.Random) -> tuple[str, str]:
-    roll = rng.random()
-    for method, route, share in DEMO_ROUTES:
-        if roll < share:
-            return method, route
-        roll -= share
-    return DEMO_ROUTES[-1][0], DEMO_ROUTES[-1][1]
-
-
-def _print_precision(store: Store, precision: int, start: int, end: int) -> None:
-    series_ids = store.series("http.requests", precision)
-    columns = store.read(series_ids, precision, start, end)
-    first = start - start % precision
-    totals = [sum(v or 0 for v in values) for values in zip(*columns.values(), strict=True)]
-    shown = [(first + i * precision, total) for i, total in enumerate(totals) if total]
-    click.echo(
-        f"precision {precision:>6} s: {len(series_ids)} series, {len(shown)} slices, "
-        f"sum {sum(totals)}"
-    )
-    for slice_start, total in shown[-6:]:
-        stamp = time.strftime("%Y-%m-%d %H:%M:%SZ", time.gmtime(slice_start))
-        click.echo(f"    {stamp}  {total:>7}")
 
 
 if __name__ == "__main__":

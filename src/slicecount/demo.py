@@ -15,10 +15,11 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from importlib.util import find_spec
 from pathlib import Path
 
 from slicecount.embedded import EmbeddedRedis, free_port
-from slicecount.errors import ConfigurationError
+from slicecount.errors import StartupError
 from slicecount.examples.traffic import Traffic, flask_request, starlette_request
 from slicecount.series import parse
 from slicecount.store import Store
@@ -27,6 +28,17 @@ START_TIMEOUT = 30.0
 """Seconds each service may take to answer its first request."""
 STOP_TIMEOUT = 15.0
 """Seconds each service may take to stop (and flush) after SIGTERM before it is killed."""
+NEEDS = ("flask", "sqlalchemy", "gunicorn")
+"""Modules the demo's services import beyond slicecount's own (``slicecount[demo]``)."""
+
+
+def check_needs() -> None:
+    """A StartupError naming the missing modules, before any process is started."""
+    missing = [name for name in NEEDS if find_spec(name) is None]
+    if missing:
+        raise StartupError(
+            f"slicecount demo needs {', '.join(missing)}: pip install 'slicecount[demo]'"
+        )
 
 
 class Service:
@@ -57,7 +69,7 @@ class Service:
             except OSError:
                 time.sleep(0.1)
         tail = self.log.read_text(errors="replace")[-2000:]
-        raise ConfigurationError(f"{self.name} did not start on port {port}:\n{tail}")
+        raise StartupError(f"{self.name} did not start on port {port}:\n{tail}")
 
     def stop(self) -> None:
         if self.process.poll() is not None:
@@ -74,6 +86,7 @@ class Demo:
     """Starts, watches and stops the stack."""
 
     def __init__(self, port: int = 8080, rate: float = 40.0, seed: int | None = None) -> None:
+        check_needs()  # before any process or directory exists
         self.port = port
         self.rate = rate
         self.seed = seed

