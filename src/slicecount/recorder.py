@@ -11,15 +11,13 @@ twice; at interpreter exit the buffer is flushed.
 
 from __future__ import annotations
 
-import atexit
 import logging
-import os
 import random
 import threading
 import time
-import weakref
 from collections.abc import Sequence
 
+from slicecount import lifecycle
 from slicecount.admission import Admission, Warnings
 from slicecount.batches import Clock
 from slicecount.errors import ConfigurationError, StoreError
@@ -34,8 +32,7 @@ REJECTED_METRIC = "slicecount.rejected"
 """Events refused because their name, labels or count were invalid (each cause logged once)."""
 MAX_BACKOFF = 10.0
 """Longest pause in seconds between two flush attempts while Redis is unreachable."""
-CLOSE_TIMEOUT = 5.0
-"""Seconds ``close()`` (and interpreter exit) keeps trying to write what is buffered."""
+CLOSE_TIMEOUT = lifecycle.CLOSE_TIMEOUT
 
 Pending = dict[int, dict[str, int]]  # epoch second -> series id -> count
 Entries = Sequence[tuple[str, int]]  # (series id from series_id(), count)
@@ -67,10 +64,10 @@ class Recorder:
         self._ids = self._admission.ids  # read without a lock on the hot path
         self._dropped_total = 0
         self._failing = False
-        self._reset()
-        _track(self)
+        self.reset()
+        lifecycle.track(self)
 
-    def _reset(self) -> None:
+    def reset(self) -> None:
         """Fresh buffer, locks and flusher state (at start and in a forked child)."""
         self._lock = threading.Lock()
         self._flush_lock = threading.Lock()
@@ -98,7 +95,7 @@ class Recorder:
         except Exception as exc:  # a counting bug must never reach the caller's request
             self._reject(name, n, exc)
             return
-        self._add(((series_id, n),), now)
+        self._add(now, series_id, n)
 
     def series_id(self, name: str, labels: Labels | None = None) -> str:
         """The id ``add_ids()`` counts into: validated (ValueError naming the bad value) and
@@ -108,14 +105,19 @@ class Recorder:
     def add_ids(self, entries: Entries, now: float | None = None) -> None:
         """Count several (id from ``series_id()``, n) pairs at one instant under one lock: what
         the middleware records per request. Never raises."""
+        if not entries:
+            return
         for _, n in entries:
             if n.__class__ is not int:
                 self._reject("add_ids", 1, ConfigurationError(f"count must be an int, got {n!r}"))
                 return
-        self._add(entries, now)
+        first_id, first_n = entries[0]
+        self._add(now, first_id, first_n, entries[1:])
 
-    def _add(self, entries: Entries, now: float | None) -> None:
-        """The one way into the buffer."""
+    def _add(self, now: float | None, series_id: str, n: int, more: Entries = ()) -> None:
+        """The one way into the buffer: ``n`` events of ``series_id``, then each pair of
+        ``more``, at one instant. (The first pair travels apart so that ``add()``, the common
+        call, builds no tuple.)"""
         try:
             second = int(self._clock()) if now is None else int(now)
             # acquire/release is measurably cheaper than ``with`` on this path
@@ -127,21 +129,27 @@ class Recorder:
                     if second < 0:
                         raise ConfigurationError(f"time must be an epoch second, got {now!r}")
                     bucket = self._pending[second] = {}
-                for series_id, n in entries:
+                index = 0
+                while True:
                     count = bucket.get(series_id)
                     if count is None:
                         bucket[series_id] = n
                         self._size += 1
                         if self._size > self.max_pending:
-                            self._drop_oldest()
+                            self._drop_oldest()  # may take this very second's bucket away
+                            bucket = self._pending.setdefault(second, {})
                     else:
                         bucket[series_id] = count + n
+                    if index == len(more):
+                        break
+                    series_id, n = more[index]
+                    index += 1
             finally:
                 lock.release()
             if self._thread is None:
                 self._start()
         except Exception as exc:
-            self._reject("add", len(entries), exc)
+            self._reject("add", 1 + len(more), exc)
 
     def _reject(self, name: object, n: object, exc: Exception) -> None:
         with self._lock:
@@ -261,7 +269,8 @@ class Recorder:
         logger.error("slicecount could not write %d buffered events before closing", lost)
         return False
 
-    def _has_unwritten(self) -> bool:
+    def has_unwritten(self) -> bool:
+        """True while counts (or loss counters) wait to be written."""
         return bool(self._size or self._dropped or self._rejected)
 
     def __enter__(self) -> Recorder:
@@ -284,33 +293,4 @@ def _with_losses(pending: Pending, second: int, losses: dict[str, int]) -> Pendi
     return batch
 
 
-_live: weakref.WeakSet[Recorder] = weakref.WeakSet()
-_hooks_registered = False
-
-
-def _track(recorder: Recorder) -> None:
-    """Remember a Recorder for ``close_all`` and exit; register the process hooks with the
-    first one, so that merely importing slicecount changes nothing in the host process."""
-    global _hooks_registered
-    _live.add(recorder)
-    if not _hooks_registered:
-        _hooks_registered = True
-        os.register_at_fork(after_in_child=_reset_after_fork)
-        atexit.register(_close_at_exit)
-
-
-def close_all(timeout: float = CLOSE_TIMEOUT) -> bool:
-    """Flush and stop every Recorder of this process (gunicorn ``worker_exit``, shutdown hooks)."""
-    return all([recorder.close(timeout) for recorder in list(_live)])
-
-
-def _reset_after_fork() -> None:
-    # The parent's buffer is the parent's to write; its thread does not exist here.
-    for recorder in list(_live):
-        recorder._reset()
-
-
-def _close_at_exit() -> None:
-    for recorder in list(_live):
-        if recorder._has_unwritten():
-            recorder.close()
+close_all = lifecycle.close_all
