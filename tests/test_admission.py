@@ -8,7 +8,7 @@ from slicecount.admission import Admission, Warnings
 
 
 def test_ids_are_validated_cached_and_capped_per_metric() -> None:
-    admission = Admission(2, Warnings())
+    admission = Admission(2, 1000, Warnings())
     a = admission.series_id("m", {"k": "a"})
     assert a == 'm{k="a"}' and admission.series_id("m", {"k": "a"}) is a
     assert admission.series_id("m", {"k": "b"}) == 'm{k="b"}'
@@ -19,7 +19,7 @@ def test_ids_are_validated_cached_and_capped_per_metric() -> None:
 
 
 def test_histogram_buckets_count_once_and_keep_their_bound() -> None:
-    admission = Admission(1, Warnings())
+    admission = Admission(1, 1000, Warnings())
     for le in ("0.1", "+Inf"):
         assert (
             admission.series_id("h.bucket", {"r": "/", "le": le}) == f'h.bucket{{le="{le}",r="/"}}'

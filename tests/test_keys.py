@@ -54,8 +54,8 @@ def test_lex_ranges_bracket_exactly_one_metric() -> None:
 
 def test_layout_is_cached_and_consistent() -> None:
     keys = KeySpace(prefix="p:")
-    registry, layout = keys.layout("s", (1, 60))
-    assert registry == "p:known:"
+    registry, layout, shard = keys.layout("s", (1, 60))
+    assert registry == "p:known:" and shard == 0
     assert layout == ((1, "1:s", "p:count:1:s"), (60, "60:s", "p:count:60:s"))
     assert keys.layout("s", (1, 60)) is keys.layout("s", (1, 60))
 

@@ -35,56 +35,96 @@ def plain(batch: Batch) -> list[tuple[Any, ...]]:
     return commands
 
 
-def test_incr_is_one_transaction_of_zadd_and_hincrby_per_precision() -> None:
-    sent, _ = drive(writing.incr(CTX, "hits", 2, {"a": "x"}), [1, 1, 1])
-    (batch,) = sent
-    assert batch.transaction and batch.bulk
-    assert batch.commands == [
-        ("ZADD", "known:", "NX", 0, '1:hits{a="x"}', 0, '60:hits{a="x"}'),
-        ("HINCRBY", 'count:1:hits{a="x"}', T0, 2),
-        ("HINCRBY", 'count:60:hits{a="x"}', T0 - T0 % 60, 2),
-    ]
+def decode(batch: Batch) -> tuple[ScriptCall, dict[str, set[str]], dict[str, dict[int, int]]]:
+    """A ``write`` script call read back as lua/write.lua reads it: members per registry,
+    increments per hash."""
+    (call,) = batch.commands
+    assert isinstance(call, ScriptCall) and call.name == "write"
+    args, registries = list(call.args), int(call.args[2])
+    sizes, a = args[3 : 3 + registries], 3 + registries
+    members: dict[str, set[str]] = {}
+    for r, size in enumerate(sizes):
+        items = args[a : a + size]
+        assert items[0::2] == [0] * (size // 2)
+        members[call.keys[1 + r]] = set(items[1::2])
+        a += size
+    increments: dict[str, dict[int, int]] = {}
+    for key in call.keys[1 + registries :]:
+        count = args[a]
+        pairs = args[a + 1 : a + 1 + 2 * count]
+        increments[key] = dict(zip(pairs[0::2], pairs[1::2], strict=True))
+        a += 1 + 2 * count
+    assert a == len(args)
+    return call, members, increments
+
+
+def test_incr_is_one_script_call_of_members_and_increments() -> None:
+    sent, _ = drive(writing.incr(CTX, "hits", 2, {"a": "x"}), [[0, 0]])
+    call, members, increments = decode(sent[0])
+    assert call.args[0] == ""  # the book's update_counter: no batch number
+    assert members == {"known:": {'1:hits{a="x"}', '60:hits{a="x"}'}}
+    assert increments == {
+        'count:1:hits{a="x"}': {T0: 2},
+        'count:60:hits{a="x"}': {T0 - T0 % 60: 2},
+    }
 
 
 def test_incr_raises_when_redis_refuses_a_write() -> None:
     with pytest.raises(StoreError, match="refused"):
-        drive(writing.incr(CTX, "hits"), [1, 1, Exception("WRONGTYPE")])
+        drive(writing.incr(CTX, "hits"), [[0, 1]])
 
 
 def test_a_buffer_over_several_seconds_sums_each_slice_once() -> None:
     buffer = {T0: {"a": 1, "b": 2}, T0 + 1: {"a": 3}, T0 + 2: {"b": -2}}
-    (batch,), refused = drive(writing.write_buffer(CTX, buffer), [1] * 20)
-    increments = sorted(c for c in plain(batch) if c[0] == "HINCRBY")
-    assert increments == [
-        ("HINCRBY", "count:1:a", T0, 1),
-        ("HINCRBY", "count:1:a", T0 + 1, 3),
-        ("HINCRBY", "count:1:b", T0, 2),
-        ("HINCRBY", "count:1:b", T0 + 2, -2),
-        ("HINCRBY", "count:60:a", T0 - T0 % 60, 4),  # b sums to 0 at 60 s: nothing to write
-    ]
-    assert refused == 0
-    zadd = plain(batch)[0]
-    assert zadd[:3] == ("ZADD", "known:", "NX") and set(zadd[4::2]) == {"1:a", "1:b", "60:a"}
+    (chunk,), out_of_range = writing.prepare(CTX, buffer)
+    sent, written = drive(writing.write_chunk(CTX, chunk, "w1", 7), [[0, 0]])
+    call, members, increments = decode(sent[0])
+    assert increments == {
+        "count:1:a": {T0: 1, T0 + 1: 3},
+        "count:60:a": {T0 - T0 % 60: 4},
+        "count:1:b": {T0: 2, T0 + 2: -2},  # b sums to 0 at 60 s: nothing to write there
+    }
+    assert members == {"known:": {"1:a", "60:a", "1:b"}}
+    assert call.keys[0] == "writer:w1" and call.args[0] == 7
+    assert written == (False, 0) and out_of_range == 0
+    assert drive(writing.write_chunk(CTX, chunk, "w1", 7), [[1, 0]])[1].duplicate
 
 
 def test_apply_validates_its_input_and_counts_refusals() -> None:
     with pytest.raises(ValueError, match=r"1\.5"):
         drive(writing.apply(CTX, {"a": {T0: 1.5}}))  # type: ignore[dict-item]
-    with pytest.raises(ValueError, match="-3"):
-        drive(writing.apply(CTX, {"a": {-3: 1}}))
-    _, refused = drive(writing.apply(CTX, {"a": {T0: 1}}), [1, Exception("WRONGTYPE"), 1])
+    for second in (-3, 10, int(T0 + 1e6)):  # before 1970, before 2000, far ahead
+        with pytest.raises(ValueError, match=str(second)):
+            drive(writing.apply(CTX, {"a": {second: 1}}))
+    with pytest.raises(ValueError, match="64-bit"):
+        drive(writing.apply(CTX, {"a": {T0: 2**63}}))
+    with pytest.raises(ValueError, match="canonical"):
+        drive(writing.apply(CTX, {'a{z="1",b="2"}': {T0: 1}}))
+    _, refused = drive(writing.apply(CTX, {"a": {T0: 1}}), [[0, 1]])
     assert refused == 1
 
 
-def test_big_buffers_split_into_several_transactions(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(writing, "APPLY_CHUNK_COMMANDS", 4)
-    buffer = {T0: {f"s{i}": 1 for i in range(5)}}
-    sent, _ = drive(writing.write_buffer(CTX, buffer), *([[1] * 10] * 3))
-    assert len(sent) == 3
-    for batch in sent:  # every hash's registry member travels with its increment
-        members = {m for c in plain(batch) if c[0] == "ZADD" for m in c[4::2]}
-        hashes = {c[1] for c in plain(batch) if c[0] == "HINCRBY"}
-        assert {"count:" + m for m in members} == hashes
+def test_sums_past_64_bits_are_left_out_and_reported() -> None:
+    big = 2**62
+    chunks, out_of_range = writing.prepare(CTX, {T0: {"a": big, "b": 1}, T0 + 1: {"a": big}})
+    assert out_of_range == 1  # a at 60 s (2**63); a's 1 s slices fit one by one
+    (_, _, increments) = decode(drive(writing.write_chunk(CTX, chunks[0]), [[0, 0]])[0][0])
+    assert "count:60:a" not in increments and increments["count:1:a"] == {T0: big, T0 + 1: big}
+
+
+def test_big_buffers_split_into_chunks_per_shard(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(writing, "CHUNK_INCREMENTS", 4)
+    sharded = Context.of(Settings(precisions=(1, 60), shards=3))
+    chunks, _ = writing.prepare(sharded, {T0: {f"s{i}": 1 for i in range(12)}})
+    assert len(chunks) > 3
+    for chunk in chunks:  # every hash's registry member travels with its increment
+        call, members, increments = decode(
+            drive(writing.write_chunk(sharded, chunk), [[0, 0]])[0][0]
+        )
+        tag = f"{{{chunk.shard}}}"
+        assert all(tag in key for key in call.keys)  # one slot per call (Redis Cluster)
+        listed = {m for ms in members.values() for m in ms}
+        assert {f"count:{tag}:{m}" for m in listed} == set(increments)
 
 
 def test_reads_decode_raw_replies() -> None:
@@ -113,7 +153,7 @@ def test_argument_checks_run_before_anything_is_sent() -> None:
         writing.incr(CTX, "bad name"),
         writing.incr(CTX, "a", now=-1),
         annotating.annotate(CTX, ""),
-        trimming.trim_chunk(CTX, 60, None, 0, "full", T0, T0),
+        trimming.trim_chunk(CTX, 60, None, 0, "full", T0, T0, T0),
     ):
         with pytest.raises(ValueError):
             next(operation)
@@ -121,7 +161,7 @@ def test_argument_checks_run_before_anything_is_sent() -> None:
 
 def test_trim_chunk_calls_the_script_and_continues_after_the_last_member() -> None:
     sent, chunk = drive(
-        trimming.trim_chunk(CTX, 60, None, 2, "full", T0, T0),
+        trimming.trim_chunk(CTX, 60, None, 2, "full", T0, T0, T0 + 60),
         [["60:b", 2, 5, 1, 2, "count:60:x is a string"]],
     )
     (call,) = sent[0].commands

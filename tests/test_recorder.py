@@ -15,6 +15,7 @@ import redis
 from slicecount.config import Settings
 from slicecount.embedded import EmbeddedRedis
 from slicecount.recorder import DROPPED_METRIC, REJECTED_METRIC, Recorder
+from slicecount.series import parse
 from slicecount.store import Store
 
 T0 = 1_700_000_000
@@ -30,6 +31,15 @@ def wait_for(condition: Callable[[], bool], timeout: float = 10.0) -> None:
 
 def total(store: Store, name: str, labels: dict[str, str] | None = None) -> int:
     return sum(n for _, n in store.get(name, 86400, labels))
+
+
+def rejected(store: Store) -> dict[str, int]:
+    """``slicecount.rejected`` per reason."""
+    out = {}
+    for series_id in store.series(REJECTED_METRIC, 86400):
+        _, labels = parse(series_id)
+        out[labels["reason"]] = sum(n for _, n in store.get(REJECTED_METRIC, 86400, labels))
+    return out
 
 
 @pytest.mark.slow
@@ -96,15 +106,15 @@ def test_outage_buffers_and_delivers_exactly(private_redis: EmbeddedRedis) -> No
         started = time.perf_counter()
         recorder.add("o", 1, {"i": i % 5}, now=T0 + 1 + i % 10)
         slowest = max(slowest, time.perf_counter() - started)
-    assert recorder.flush() is False  # Redis is down: the batch goes back into the buffer
+    assert recorder.flush() is False  # Redis is down: the prepared batch waits, unchanged
     for _ in range(1000):
         recorder.add("o", 2, {"i": 0}, now=T0 + 1)
     # No add waited for the network: a connect attempt alone would be a socket timeout (1 s).
     assert slowest < 0.25
-    assert recorder.pending == 10  # (i % 5, second) pairs: i % 10 decides both
+    assert recorder.in_doubt == 1 and recorder.pending == 1  # the new adds: one (series, second)
 
     private_redis.start()
-    wait_for(lambda: recorder.pending == 0)
+    wait_for(lambda: recorder.pending == 0 and recorder.in_doubt == 0)
     recorder.close()
     assert sum(total(store, "o", {"i": str(i)}) for i in range(5)) == 5000 + 2000
     assert total(store, "o", {"i": "0"}) == 1000 + 2000
@@ -125,15 +135,18 @@ def test_past_max_pending_the_oldest_are_dropped_and_reported(
     with caplog.at_level(logging.WARNING, logger="slicecount"):
         assert recorder.flush() is False
     assert "cannot write to redis" in caplog.text
-    recorder.add("b", 1000, now=T0 + 150)  # one more: the failed batch went back, still bounded
-    assert recorder.pending == 100
+    # The failed batch waits as it was prepared (it may have been applied: it cannot be
+    # dropped); new counts buffer beside it, bounded again by max_pending.
+    assert recorder.in_doubt == 1 and recorder.pending == 0
+    recorder.add("b", 1000, now=T0 + 150)
+    assert recorder.pending == 1
 
     private_redis.start()
     assert recorder.flush()
     kept = dict(store.get("b", 1))
-    assert sorted(kept) == [T0 + s for s in range(51, 151)]
-    assert kept[T0 + 150] == 1000 and kept[T0 + 51] == 52
-    dropped_events = sum(range(1, 52))  # the 51 oldest seconds carried 1 + 2 + ... + 51
+    assert sorted(kept) == [T0 + s for s in range(50, 151)]
+    assert kept[T0 + 150] == 1000 and kept[T0 + 50] == 51
+    dropped_events = sum(range(1, 51))  # the 50 oldest seconds carried 1 + 2 + ... + 50
     assert total(store, DROPPED_METRIC) == dropped_events == recorder.dropped
     recorder.close()
     store.close()
@@ -171,7 +184,9 @@ def test_bad_events_never_raise_and_are_counted(
         recorder.add("ok", 4, now=T0)
     recorder.close()
     assert total(store, "ok") == 4
-    assert total(store, REJECTED_METRIC) == 6
+    assert rejected(store) == {
+        "invalid_name": 2, "invalid_label": 1, "not_a_count": 1, "error": 1, "time_range": 1,
+    }  # fmt: skip
     assert caplog.text.count("'bad name'") == 1
     assert "'bad-label'" in caplog.text
 
@@ -236,7 +251,7 @@ def test_close_gives_up_after_its_timeout(
     recorder.add("lost", 3, now=T0)
     with caplog.at_level(logging.ERROR, logger="slicecount"):
         assert recorder.close(timeout=0.3) is False
-    assert "could not write 3 buffered events" in caplog.text
+    assert "could not write 0 buffered events and 1 chunk (7 increments) in doubt" in caplog.text
     store.close()
 
 
@@ -247,8 +262,8 @@ def test_a_full_redis_keeps_counts_buffered_until_it_has_room(
     recorder.add("oom", 2, now=T0)
     redis_client.config_set("maxmemory", 1)
     try:
-        assert recorder.flush() is False
-        assert recorder.pending == 1
+        assert recorder.flush() is False  # OOM: nothing written, the chunk waits
+        assert recorder.in_doubt == 1
     finally:
         redis_client.config_set("maxmemory", 0)
     assert recorder.flush()
@@ -264,4 +279,4 @@ def test_add_ids_counts_several_ids_at_once_and_rejects_bad_counts(store: Store)
     recorder.close()
     assert total(store, "pair", {"side": "a"}) == 2
     assert total(store, "pair", {"side": "b"}) == 3
-    assert total(store, REJECTED_METRIC) == 1
+    assert rejected(store) == {"not_a_count": 2}  # both entries of the refused call

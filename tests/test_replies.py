@@ -6,7 +6,7 @@ import pytest
 
 from slicecount.batches import Batch
 from slicecount.errors import StoreError
-from slicecount.replies import ReplyReader, ScriptMissing
+from slicecount.replies import Refusal, ReplyReader, ScriptMissing
 
 
 def read(batch: Batch, *replies: object) -> list[object]:
@@ -22,19 +22,21 @@ def test_a_transaction_answers_ok_queued_then_exec() -> None:
     assert read(batch, "OK", "QUEUED", "QUEUED", [1, 2]) == [1, 2]
 
 
-def test_a_bulk_transaction_keeps_refusals_in_place() -> None:
-    refusal = Exception("WRONGTYPE")
-    bulk = Batch([("INCR", "a"), ("INCR", "b")], transaction=True, bulk=True)
-    assert read(bulk, "OK", "QUEUED", "QUEUED", [1, refusal]) == [1, refusal]
+def test_a_refusal_says_whether_sending_again_may_help() -> None:
     plain = Batch([("INCR", "a"), ("INCR", "b")], transaction=True)
-    with pytest.raises(StoreError, match="WRONGTYPE"):
-        read(plain, "OK", "QUEUED", "QUEUED", [1, refusal])
+    with pytest.raises(StoreError, match="WRONGTYPE") as refused:
+        read(plain, "OK", "QUEUED", "QUEUED", [1, Exception("WRONGTYPE")])
+    assert refused.value.permanent
+    with pytest.raises(StoreError) as passing:
+        read(Batch([("EVALSHA", "x", 0)]), Refusal("OOM command not allowed", transient=True))
+    assert not passing.value.permanent
 
 
 def test_an_aborted_transaction_wrote_nothing_and_says_so() -> None:
-    batch = Batch([("INCR", "a")], transaction=True, bulk=True)
-    with pytest.raises(StoreError, match=r"whole transaction.*OOM"):
-        read(batch, "OK", Exception("OOM command not allowed"), Exception("EXECABORT"))
+    batch = Batch([("INCR", "a")], transaction=True)
+    with pytest.raises(StoreError, match="OOM") as aborted:
+        read(batch, "OK", Refusal("OOM command not allowed", True), Refusal("EXECABORT"))
+    assert not aborted.value.permanent
     with pytest.raises(StoreError, match="did not run"):
         read(batch, "OK", "QUEUED", None)  # a WATCHed key changed
 

@@ -55,10 +55,10 @@ def test_apply_reports_commands_redis_refused_and_keeps_the_rest(
     assert redis_client.get("count:5:clash") == "not a hash"
 
 
-def test_apply_splits_huge_batches_into_several_transactions(
+def test_apply_splits_huge_batches_into_several_script_calls(
     store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("slicecount.writing.APPLY_CHUNK_COMMANDS", 10)
+    monkeypatch.setattr("slicecount.writing.CHUNK_INCREMENTS", 10)
     batch = {f"s{i}": {T0 + i: i + 1} for i in range(25)}
     assert store.apply(batch) == 0
     assert sum(n for sid in batch for _, n in store.get(sid, 86400)) == sum(range(1, 26))

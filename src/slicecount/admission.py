@@ -1,9 +1,10 @@
-"""Which series id an event counts into: validation, a cache, and the cardinality guard. Pure.
+"""Which series id an event counts into: validation, a cache, and the cardinality guards. Pure.
 
-A process records at most ``max_series_per_metric`` label sets per metric; the ones past the
-bound are counted in ``name{overflow="true"}`` (their ``le`` kept, so a histogram's buckets
-count once and stay a histogram). Raw ids in labels cannot grow the process's memory either:
-overflowing label sets are not cached.
+A process records at most ``max_metrics`` metric names (events of further names are refused,
+reason ``too_many_metrics``) and at most ``max_series_per_metric`` label sets per metric; the
+ones past that bound are counted in ``name{overflow="true"}`` (their ``le`` kept, so a
+histogram's buckets count once and stay a histogram). Raw ids in labels or names cannot grow
+the process's memory either: what overflows is not cached.
 """
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ import logging
 import threading
 from collections.abc import Hashable, Mapping
 
-from slicecount.series import Labels, LabelValue, encode
+from slicecount.errors import ConfigurationError
+from slicecount.series import Labels, LabelValue, encode, shown
 
 logger = logging.getLogger("slicecount")
 
@@ -38,8 +40,9 @@ class Warnings:
 class Admission:
     """Resolves (name, labels) to a series id, once per distinct pair."""
 
-    def __init__(self, max_series_per_metric: int, warnings: Warnings) -> None:
+    def __init__(self, max_series_per_metric: int, max_metrics: int, warnings: Warnings) -> None:
         self.max_series_per_metric = max_series_per_metric
+        self.max_metrics = max_metrics
         self.warnings = warnings
         self._lock = threading.Lock()
         self.ids: dict[Hashable, str] = {}
@@ -57,7 +60,15 @@ class Admission:
         le = labels.get("le") if labels else None
         guard_id = series_id if le is None else encode(name, _without_le(labels))
         with self._lock:
-            admitted = self._admitted.setdefault(name, set())
+            admitted = self._admitted.get(name)
+            if admitted is None:
+                if len(self._admitted) >= self.max_metrics:
+                    raise ConfigurationError(
+                        f"metric {shown(name)} is past the {self.max_metrics} metric names this "
+                        "process records (max_metrics)",
+                        "too_many_metrics",
+                    )
+                admitted = self._admitted[name] = set()
             if guard_id not in admitted:
                 if len(admitted) >= self.max_series_per_metric:
                     self.warnings.once(

@@ -9,7 +9,7 @@ from typing import Any
 
 from slicecount.batches import Batch, Context, Operation
 from slicecount.errors import ConfigurationError
-from slicecount.writing import check_time
+from slicecount.writing import check_epoch
 
 
 def annotate(
@@ -25,7 +25,7 @@ def annotate(
         raise ConfigurationError(f"annotation text must be a non-empty string, got {text!r}")
     if isinstance(tags, str) or not all(isinstance(t, str) and t for t in tags):
         raise ConfigurationError(f"annotation tags must be a list of strings, got {tags!r}")
-    at = check_time(ctx.clock() if when is None else when, "annotation time")
+    at = check_epoch(ctx.clock() if when is None else when, "annotation time")
     annotation: dict[str, Any] = {
         "id": secrets.token_hex(6),
         "time": int(at * 1000),
@@ -34,7 +34,7 @@ def annotate(
         "title": title or text.splitlines()[0][:80],
     }
     if end is not None:
-        if check_time(end, "annotation end") < at:
+        if check_epoch(end, "annotation end") < at:
             raise ConfigurationError(f"annotation end must be >= its time, got {end!r}")
         annotation["timeEnd"] = int(end * 1000)
     member = json.dumps(annotation, sort_keys=True, separators=(",", ":"))

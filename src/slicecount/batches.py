@@ -33,17 +33,12 @@ class ScriptCall:
 
 @dataclass
 class Batch:
-    """Commands sent in one round trip, inside MULTI/EXEC when ``transaction`` is set.
-
-    ``bulk``: a transaction whose refused commands come back as exception objects in place
-    (a command refused inside EXEC does not undo the others, so the caller must count, never
-    retry); any other batch raises ``StoreError`` on the first refusal. A batch holding a script
-    call holds only that call, so it can be sent again after NOSCRIPT.
-    """
+    """Commands sent in one round trip, inside MULTI/EXEC when ``transaction`` is set; the
+    first refusal raises ``StoreError``. A batch holding a script call holds only that call,
+    so it can be sent again after NOSCRIPT."""
 
     commands: list[Command | ScriptCall] = field(default_factory=list)
     transaction: bool = False
-    bulk: bool = False
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,11 @@ DEFAULT_MAX_PENDING = 100_000
 """Buffered (series, second) entries a Recorder keeps while Redis is away before it drops."""
 DEFAULT_MAX_SERIES_PER_METRIC = 1000
 """Distinct label sets one process records per metric name before folding into overflow."""
+DEFAULT_MAX_METRICS = 1000
+"""Distinct metric names one process records; events of further names are refused and counted."""
+DEFAULT_MAX_FUTURE = 300.0
+"""Seconds a count's time may lie ahead of the clock (hosts' clocks disagree a little); a time
+further ahead is refused, so no far-future slice can outlive retention."""
 DEFAULT_SOCKET_TIMEOUT = 5.0
 """Seconds a Redis call may take before it counts as failed (the flusher retries later)."""
 
@@ -132,6 +137,8 @@ class Settings:
     shards: int = 1
     max_pending: int = DEFAULT_MAX_PENDING
     max_series_per_metric: int = DEFAULT_MAX_SERIES_PER_METRIC
+    max_metrics: int = DEFAULT_MAX_METRICS
+    max_future: float = DEFAULT_MAX_FUTURE
     socket_timeout: float = DEFAULT_SOCKET_TIMEOUT
     _retention: Mapping[int, int] = field(init=False, repr=False, compare=False)
 
@@ -148,6 +155,8 @@ class Settings:
         set_(self, "retention", values.pop() if len(values) == 1 else retention)
         set_(self, "flush_interval", _float("flush_interval", self.flush_interval))
         set_(self, "socket_timeout", _float("socket_timeout", self.socket_timeout))
+        set_(self, "max_future", _float("max_future", self.max_future))
+        set_(self, "max_metrics", _int("max_metrics", self.max_metrics))
         set_(self, "shards", _int("shards", self.shards))
         set_(self, "max_pending", _int("max_pending", self.max_pending))
         set_(

@@ -8,11 +8,24 @@ class SlicecountError(Exception):
 
 
 class ConfigurationError(SlicecountError, ValueError):
-    """A setting, series name, label or precision is invalid; the message names the bad value."""
+    """A setting, series name, label, count or time is invalid; the message names the bad value
+    and ``reason`` says what kind of refusal it is (the label of ``slicecount.rejected``)."""
+
+    def __init__(self, message: str, reason: str = "invalid") -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
 class StoreError(SlicecountError):
-    """Redis could not be reached or refused a command (translated at the store boundary)."""
+    """Redis could not be reached or refused a command (translated at the store boundary).
+
+    ``permanent``: Redis answered with a refusal that sending the same again cannot cure (a
+    script error, a key of another type); else the outcome may be unknown or the cause
+    passing (a timeout, a reset, OOM, a failover), and the same batch may be sent again."""
+
+    def __init__(self, message: str, *, permanent: bool = False) -> None:
+        super().__init__(message)
+        self.permanent = permanent
 
 
 class QueryError(SlicecountError, ValueError):

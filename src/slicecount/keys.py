@@ -29,10 +29,11 @@ class Counter(NamedTuple):
 
 
 class Layout(NamedTuple):
-    """Where a series lives: its registry and its counter at every precision."""
+    """Where a series lives: its registry, its counter at every precision, its shard."""
 
     registry: str
     counters: tuple[Counter, ...]
+    shard: int
 
 
 class Member(NamedTuple):
@@ -99,11 +100,19 @@ class KeySpace:
                 Counter(p, self.member(p, series_id), self.counter(p, series_id))
                 for p in precisions
             ),
+            self.shard(series_id),
         )
         if len(self._layouts) >= LAYOUT_CACHE_SIZE:
             self._layouts.clear()
         self._layouts[cache_key] = layout
         return layout
+
+    def writer(self, writer_id: str, shard: int = 0) -> str:
+        """The STRING holding the last batch number a writer applied on ``shard`` (in the
+        shard's slot; it expires when the writer has been quiet for a while)."""
+        if self.shards == 1:
+            return f"{self.prefix}writer:{writer_id}"
+        return f"{self.prefix}writer:{{{shard}}}:{writer_id}"
 
     def cleaner_cutoffs(self) -> str:
         """HASH precision -> the cutoff the last complete cleaner pass trimmed to."""

@@ -1,12 +1,14 @@
 """The write buffer: O(1) in-memory counting on the request path, flushed to Redis on a thread.
 
 Every count goes through one entry point, ``_add()``: one lock and a dict update keyed by
-(epoch second, series id). A flusher thread, started lazily in the process that records, swaps
-the buffer every ``flush_interval`` seconds and hands it as it is to ``Store.write_buffer``
-(one HINCRBY per precision, series and slice). A failed flush is merged back and retried with
-backoff; past ``max_pending`` buffered entries the oldest are dropped and their counts written
-later as ``slicecount.dropped``. After ``fork()`` the child starts empty, so nothing is counted
-twice; at interpreter exit the buffer is flushed.
+(epoch second, series id). Anything Redis or the encoder could refuse is refused there and
+counted as ``slicecount.rejected{reason}``. A flusher thread, started lazily in the process
+that records, swaps the buffer every ``flush_interval`` seconds, prepares it as it is into
+numbered chunks (``writing.prepare``) and delivers them through the ``Outbox``: a chunk whose
+outcome is unknown is sent again unchanged and Redis applies it at most once. While Redis is
+away new counts keep buffering; past ``max_pending`` entries the oldest are dropped and their
+counts written later as ``slicecount.dropped``. After ``fork()`` the child starts empty with a
+writer id of its own; at interpreter exit the buffer is flushed.
 """
 
 from __future__ import annotations
@@ -20,16 +22,19 @@ from collections.abc import Sequence
 from slicecount import lifecycle
 from slicecount.admission import Admission, Warnings
 from slicecount.batches import Clock
-from slicecount.errors import ConfigurationError, StoreError
-from slicecount.series import Labels
+from slicecount.errors import ConfigurationError
+from slicecount.outbox import Outbox
+from slicecount.series import Labels, encode, shown
 from slicecount.store import Store
+from slicecount.writing import INT64_MAX, INT64_MIN, MIN_TIME, prepare
 
 logger = logging.getLogger("slicecount")
 
 DROPPED_METRIC = "slicecount.dropped"
 """Events dropped because the buffer was full while Redis was unreachable."""
 REJECTED_METRIC = "slicecount.rejected"
-"""Events refused because their name, labels or count were invalid (each cause logged once)."""
+"""Events refused, labelled ``reason`` (invalid_name, invalid_label, too_long, not_utf8,
+not_a_count, count_range, time_range, too_many_metrics, redis, ...); each cause logged once."""
 MAX_BACKOFF = 10.0
 """Longest pause in seconds between two flush attempts while Redis is unreachable."""
 CLOSE_TIMEOUT = lifecycle.CLOSE_TIMEOUT
@@ -48,6 +53,7 @@ class Recorder:
         max_pending: int | None = None,
         *,
         max_series_per_metric: int | None = None,
+        max_metrics: int | None = None,
         clock: Clock = time.time,
         max_backoff: float = MAX_BACKOFF,
     ) -> None:
@@ -56,25 +62,30 @@ class Recorder:
         self.flush_interval = flush_interval or settings.flush_interval
         self.max_pending = max_pending or settings.max_pending
         self.max_backoff = max(max_backoff, self.flush_interval)
+        self.max_future = settings.max_future
         self._clock = clock
         self._warnings = Warnings()
         self._admission = Admission(
-            max_series_per_metric or settings.max_series_per_metric, self._warnings
+            max_series_per_metric or settings.max_series_per_metric,
+            max_metrics or settings.max_metrics,
+            self._warnings,
         )
         self._ids = self._admission.ids  # read without a lock on the hot path
+        self._outbox = Outbox()
         self._dropped_total = 0
         self._failing = False
         self.reset()
         lifecycle.track(self)
 
     def reset(self) -> None:
-        """Fresh buffer, locks and flusher state (at start and in a forked child)."""
+        """Fresh buffer, locks, outbox and flusher state (at start and in a forked child)."""
         self._lock = threading.Lock()
         self._flush_lock = threading.Lock()
         self._pending: Pending = {}
         self._size = 0
         self._dropped = 0
-        self._rejected = 0
+        self._rejected: dict[str, int] = {}
+        self._outbox.reset()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._closed = False
@@ -84,16 +95,16 @@ class Recorder:
     def add(
         self, name: str, n: int = 1, labels: Labels | None = None, now: float | None = None
     ) -> None:
-        """Count ``n`` events of a series at ``now`` (default: the clock). Never raises: a bad
-        name, label or count is logged once and counted as ``slicecount.rejected``."""
+        """Count ``n`` events of a series at ``now`` (default: the clock). Never raises: what
+        Redis could not hold is refused, logged once and counted as ``slicecount.rejected``."""
         try:
             series_id = self._ids.get((name, tuple(labels.items())) if labels else name)
             if series_id is None:
                 series_id = self._admission.series_id(name, labels)
-            if n.__class__ is not int:
-                raise ConfigurationError(f"count must be an integer, got {n!r}")
+            if n.__class__ is not int or not INT64_MIN <= n <= INT64_MAX:
+                raise _bad_count(n)
         except Exception as exc:  # a counting bug must never reach the caller's request
-            self._reject(name, n, exc)
+            self.refuse(exc)
             return
         self._add(now, series_id, n)
 
@@ -107,12 +118,26 @@ class Recorder:
         the middleware records per request. Never raises."""
         if not entries:
             return
-        for _, n in entries:
-            if n.__class__ is not int:
-                self._reject("add_ids", 1, ConfigurationError(f"count must be an int, got {n!r}"))
+        for series_id, n in entries:
+            if n.__class__ is not int or not INT64_MIN <= n <= INT64_MAX:
+                self.refuse(_bad_count(n), len(entries))
+                return
+            if series_id.__class__ is not str:
+                error = ConfigurationError(f"series id must be a str, got {shown(series_id)}")
+                self.refuse(error, len(entries))
                 return
         first_id, first_n = entries[0]
         self._add(now, first_id, first_n, entries[1:])
+
+    def refuse(self, error: Exception, events: int = 1) -> None:
+        """Count ``events`` lost to ``error`` as ``slicecount.rejected{reason}`` (the error's
+        ``reason``, else "error"), logging each cause once. Never raises."""
+        reason = getattr(error, "reason", "error")
+        with self._lock:
+            self._rejected[reason] = self._rejected.get(reason, 0) + events
+        self._warnings.once(f"reject:{reason}", "slicecount refused an event: %s", error)
+        if self._thread is None:
+            self._start()
 
     def _add(self, now: float | None, series_id: str, n: int, more: Entries = ()) -> None:
         """The one way into the buffer: ``n`` events of ``series_id``, then each pair of
@@ -126,8 +151,7 @@ class Recorder:
             try:
                 bucket = self._pending.get(second)
                 if bucket is None:
-                    if second < 0:
-                        raise ConfigurationError(f"time must be an epoch second, got {now!r}")
+                    self._check_second(second, now)
                     bucket = self._pending[second] = {}
                 index = 0
                 while True:
@@ -149,14 +173,16 @@ class Recorder:
             if self._thread is None:
                 self._start()
         except Exception as exc:
-            self._reject("add", 1 + len(more), exc)
+            self.refuse(exc, 1 + len(more))
 
-    def _reject(self, name: object, n: object, exc: Exception) -> None:
-        with self._lock:
-            self._rejected += n if isinstance(n, int) and n > 0 else 1
-        self._warnings.once(f"reject:{name!r}", "slicecount dropped an event: %s", exc)
-        if self._thread is None:
-            self._start()
+    def _check_second(self, second: int, now: object) -> None:
+        """A second seen for the first time lies between 2000 and ``max_future`` ahead: a
+        far-future slice would outlive retention and push real ones out."""
+        if not MIN_TIME <= second <= self._clock() + self.max_future:
+            raise ConfigurationError(
+                f"time {shown(now)} is outside 2000-01-01 .. now + {self.max_future:g} s",
+                "time_range",
+            )
 
     def _drop_oldest(self) -> None:
         """Drop buffered entries, oldest second first, until the bound holds (lock held)."""
@@ -191,57 +217,62 @@ class Recorder:
                 delay = min(delay * 2, self.max_backoff) * random.uniform(0.8, 1.0)
 
     def flush(self) -> bool:
-        """Write everything buffered now; True when Redis took it (else it stays buffered)."""
+        """Write everything buffered now; True when Redis has answered for all of it (else
+        what is in doubt is sent again, unchanged, at the next flush)."""
         with self._flush_lock:
+            if not self._deliver():  # what is in doubt goes first, in order
+                return False
             with self._lock:
                 pending, self._pending, self._size = self._pending, {}, 0
                 dropped, self._dropped = self._dropped, 0
-                rejected, self._rejected = self._rejected, 0
+                rejected, self._rejected = self._rejected, {}
+            self._dropped_total += dropped
             # The loss counters travel outside the bounded buffer, so reporting a loss never
             # causes another one.
-            losses = {DROPPED_METRIC: dropped, REJECTED_METRIC: rejected}
-            batch = _with_losses(pending, int(self._clock()), losses)
+            batch = _with_losses(pending, int(self._clock()), dropped, rejected)
             if not batch:
                 return True
-            try:
-                refused = self.store.write_buffer(batch)
-            except StoreError as exc:
-                self._merge_back(pending, dropped, rejected)
-                if not self._failing:
-                    self._failing = True
-                    logger.warning("slicecount cannot write to redis, buffering: %s", exc)
-                return False
-            except Exception:
-                logger.exception("slicecount failed to write a batch; its counts are dropped")
-                return True
-            self._dropped_total += dropped
-            if self._failing:
-                self._failing = False
-                logger.warning("slicecount writes to redis again")
-            if refused:
-                logger.error("redis refused %d commands of a batch (wrong key types?)", refused)
-            return True
+            prepared = prepare(self.store.context, batch)
+            if prepared.out_of_range:
+                self.refuse(_bad_count("a sum past 64 bits"), prepared.out_of_range)
+            self._outbox.put(prepared.chunks)
+            return self._deliver()
 
-    def _merge_back(self, failed: Pending, dropped: int, rejected: int) -> None:
-        """Put a batch that could not be written back in front of what arrived meanwhile."""
-        with self._lock:
-            self._dropped += dropped
-            self._rejected += rejected
-            for second, bucket in self._pending.items():
-                target = failed.setdefault(second, {})
-                for series_id, count in bucket.items():
-                    target[series_id] = target.get(series_id, 0) + count
-            self._pending = failed
-            self._size = sum(len(bucket) for bucket in failed.values())
-            if self._size > self.max_pending:
-                self._drop_oldest()
+    def _deliver(self) -> bool:
+        delivery = self._outbox.deliver(self.store)
+        if delivery.refused:
+            error = ConfigurationError("redis refused increments (a key of another type?)")
+            self.refuse(_with_reason(error, "redis"), delivery.refused)
+        if delivery.lost:
+            error = ConfigurationError(f"redis refused a write as a whole: {delivery.error}")
+            self.refuse(_with_reason(error, "redis"), delivery.lost)
+        if not delivery.done:
+            if not self._failing:
+                self._failing = True
+                logger.warning("slicecount cannot write to redis, buffering: %s", delivery.error)
+            return False
+        if self._failing:
+            self._failing = False
+            logger.warning("slicecount writes to redis again")
+        return True
 
     # -- introspection and shutdown ------------------------------------------------------------
 
     @property
     def pending(self) -> int:
-        """Buffered (second, series) entries not yet written."""
+        """Buffered (second, series) entries not yet handed to Redis."""
         return self._size
+
+    @property
+    def in_doubt(self) -> int:
+        """Prepared chunks waiting for Redis to answer for them."""
+        return len(self._outbox)
+
+    @property
+    def duplicates(self) -> int:
+        """Chunks sent again after a lost reply that Redis had applied already (and so did
+        not apply twice)."""
+        return self._outbox.duplicates
 
     @property
     def dropped(self) -> int:
@@ -266,12 +297,20 @@ class Recorder:
             time.sleep(delay)
             delay = min(delay * 2, 1.0)
         lost = sum(sum(bucket.values()) for bucket in self._pending.values())
-        logger.error("slicecount could not write %d buffered events before closing", lost)
+        chunks, increments = len(self._outbox), self._outbox.increments
+        logger.error(
+            "slicecount could not write %d buffered events and %d chunk%s (%d increments) in "
+            "doubt before closing",
+            lost,
+            chunks,
+            "" if chunks == 1 else "s",
+            increments,
+        )
         return False
 
     def has_unwritten(self) -> bool:
-        """True while counts (or loss counters) wait to be written."""
-        return bool(self._size or self._dropped or self._rejected)
+        """True while counts, loss counters or chunks in doubt wait to be written."""
+        return bool(self._size or self._dropped or self._rejected or len(self._outbox))
 
     def __enter__(self) -> Recorder:
         return self
@@ -280,17 +319,28 @@ class Recorder:
         self.close()
 
 
-def _with_losses(pending: Pending, second: int, losses: dict[str, int]) -> Pending:
-    """``pending`` plus the non-zero loss counters at ``second`` (a copy when they are added,
-    so a merge-back puts back only what was buffered)."""
-    if not any(losses.values()):
+def _bad_count(n: object) -> ConfigurationError:
+    if n.__class__ is not int:
+        return ConfigurationError(f"count must be an integer, got {shown(n)}", "not_a_count")
+    return ConfigurationError(f"count {shown(n)} is outside the signed 64-bit range", "count_range")
+
+
+def _with_reason(error: ConfigurationError, reason: str) -> ConfigurationError:
+    error.reason = reason
+    return error
+
+
+def _with_losses(pending: Pending, second: int, dropped: int, rejected: dict[str, int]) -> Pending:
+    """``pending`` plus the loss counters at ``second``."""
+    if not dropped and not rejected:
         return pending
-    batch = {s: dict(bucket) for s, bucket in pending.items()}
-    bucket = batch.setdefault(second, {})
+    bucket = pending.setdefault(second, {})
+    losses = {encode(REJECTED_METRIC, {"reason": r}): n for r, n in rejected.items()}
+    if dropped:
+        losses[DROPPED_METRIC] = dropped
     for series_id, count in losses.items():
-        if count:
-            bucket[series_id] = bucket.get(series_id, 0) + count
-    return batch
+        bucket[series_id] = bucket.get(series_id, 0) + count
+    return pending
 
 
 close_all = lifecycle.close_all

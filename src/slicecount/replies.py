@@ -1,8 +1,8 @@
 """Reading the replies of one batch, one reply at a time, as the executor receives them. Pure.
 
-The executors (sync and asyncio) only send bytes and feed each reply here (an error reply as
-the exception object the client made of it, NOSCRIPT as ``ScriptMissing``); this object knows
-the MULTI/QUEUED/EXEC framing and what each kind of batch makes of a refusal.
+The executors (sync and asyncio) only send bytes and feed each reply here, an error reply as a
+``Refusal`` (or ``ScriptMissing`` for NOSCRIPT); this object knows the MULTI/QUEUED/EXEC
+framing and what a refusal means for the caller.
 """
 
 from __future__ import annotations
@@ -17,8 +17,17 @@ class ScriptMissing(StoreError):
     """The server does not know a script (restarted or flushed): load it and send again."""
 
 
+class Refusal(Exception):
+    """An error reply. ``transient``: the cause may pass (OOM, a script running, a replica
+    being promoted...), so the same command may be sent again later."""
+
+    def __init__(self, message: str, transient: bool = False) -> None:
+        super().__init__(message)
+        self.transient = transient
+
+
 class ReplyReader:
-    """Collects the replies of ``batch``; ``result()`` once ``done``."""
+    """Collects the replies of ``batch``; ``result()`` once ``expected`` were fed."""
 
     __slots__ = ("_replies", "batch", "expected")
 
@@ -35,7 +44,7 @@ class ReplyReader:
         self._replies.append(reply)
 
     def result(self) -> list[Any]:
-        """The commands' replies, or ``StoreError`` (``ScriptMissing`` for NOSCRIPT)."""
+        """The commands' replies, or ``StoreError`` for the first refusal."""
         if self.batch.transaction:
             return self._transaction()
         for reply in self._replies:
@@ -44,21 +53,20 @@ class ReplyReader:
 
     def _transaction(self) -> list[Any]:
         queued, executed = self._replies[1:-1], self._replies[-1]
-        refusals = [r for r in queued if isinstance(r, Exception)]
-        if refusals or isinstance(executed, Exception):
-            # EXECABORT (OOM under maxmemory, a malformed command): nothing was written
-            cause = refusals[0] if refusals else executed
-            raise StoreError(f"redis refused the whole transaction: {cause}")
+        for reply in queued:  # refused while queueing: EXECABORT, nothing was written
+            _raise_if_refused(reply)
         if not isinstance(executed, list):
+            _raise_if_refused(executed)
             raise StoreError(f"redis did not run the transaction (EXEC answered {executed!r})")
-        if not self.batch.bulk:
-            for reply in executed:
-                _raise_if_refused(reply)
+        for reply in executed:
+            _raise_if_refused(reply)
         return executed
 
 
 def _raise_if_refused(reply: Any) -> None:
     if isinstance(reply, ScriptMissing):
         raise reply
-    if isinstance(reply, Exception):
-        raise StoreError(f"redis refused a command: {reply}")
+    if isinstance(reply, Refusal):
+        raise StoreError(f"redis refused a command: {reply}", permanent=not reply.transient)
+    if isinstance(reply, Exception):  # an error inside EXEC's array, as the client made it
+        raise StoreError(f"redis refused a command: {reply}", permanent=True)

@@ -14,6 +14,10 @@ from slicecount.errors import ConfigurationError
 
 MAX_LABEL_VALUE_LENGTH = 256
 """Longest label value accepted, in characters."""
+MAX_NAME_LENGTH = 200
+"""Longest metric name accepted, in characters."""
+MAX_SERIES_ID_LENGTH = 4096
+"""Longest series id accepted, in characters (every key of a series holds it)."""
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.:-]*\Z")
 _LABEL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
@@ -34,11 +38,23 @@ def is_label_name(text: str) -> bool:
     return _LABEL_NAME.match(text) is not None
 
 
+def shown(text: object) -> str:
+    """``repr`` of a value, cut short: messages never carry a megabyte of input."""
+    if isinstance(text, str) and len(text) > 60:
+        return f"{text[:40]!r}... ({len(text)} characters)"
+    return repr(text)
+
+
 def validate_name(name: object) -> str:
     """Return ``name`` if it is a valid metric name, else raise naming it."""
+    if isinstance(name, str) and len(name) > MAX_NAME_LENGTH:
+        raise ConfigurationError(
+            f"metric name {shown(name)} is longer than {MAX_NAME_LENGTH} characters", "too_long"
+        )
     if not isinstance(name, str) or not is_metric_name(name):
         raise ConfigurationError(
-            f"invalid metric name {name!r}: expected [A-Za-z_][A-Za-z0-9_.:-]*"
+            f"invalid metric name {shown(name)}: expected [A-Za-z_][A-Za-z0-9_.:-]*",
+            "invalid_name",
         )
     return name
 
@@ -47,14 +63,23 @@ def _label_value(key: str, value: object) -> str:
     # bool is an int subclass, but True/False as a label value is nearly always a bug.
     if isinstance(value, bool) or not isinstance(value, str | int):
         raise ConfigurationError(
-            f"invalid value {value!r} for label {key!r}: expected a string or an integer"
+            f"invalid value {shown(value)} for label {key!r}: expected a string or an integer",
+            "invalid_label",
         )
     text = value if isinstance(value, str) else str(value)
     if len(text) > MAX_LABEL_VALUE_LENGTH:
         raise ConfigurationError(
             f"label {key!r} value is {len(text)} characters long "
-            f"(at most {MAX_LABEL_VALUE_LENGTH}): {text[:40]!r}..."
+            f"(at most {MAX_LABEL_VALUE_LENGTH}): {text[:40]!r}...",
+            "too_long",
         )
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate: no key can hold it
+            raise ConfigurationError(
+                f"label {key!r} value {shown(text)} is not valid Unicode text", "not_utf8"
+            ) from None
     return text
 
 
@@ -67,7 +92,10 @@ def normalize_labels(labels: Labels | None) -> dict[str, str]:
     out: dict[str, str] = {}
     for key in sorted(labels, key=str):
         if not isinstance(key, str) or not is_label_name(key):
-            raise ConfigurationError(f"invalid label name {key!r}: expected [A-Za-z_][A-Za-z0-9_]*")
+            raise ConfigurationError(
+                f"invalid label name {shown(key)}: expected [A-Za-z_][A-Za-z0-9_]*",
+                "invalid_label",
+            )
         out[key] = _label_value(key, labels[key])
     return out
 
@@ -86,7 +114,13 @@ def encode(name: str, labels: Labels | None = None) -> str:
     if not clean:
         return name
     body = ",".join(f'{key}="{escape(value)}"' for key, value in clean.items())
-    return f"{name}{{{body}}}"
+    series_id = f"{name}{{{body}}}"
+    if len(series_id) > MAX_SERIES_ID_LENGTH:
+        raise ConfigurationError(
+            f"series id {shown(series_id)} is longer than {MAX_SERIES_ID_LENGTH} characters",
+            "too_long",
+        )
+    return series_id
 
 
 def metric_name(series_id: str) -> str:

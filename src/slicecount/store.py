@@ -19,7 +19,7 @@ from slicecount.batches import Batch, Context, Operation, ping
 from slicecount.config import Settings
 from slicecount.errors import SlicecountError, StoreError
 from slicecount.replies import ReplyReader, ScriptMissing
-from slicecount.wire import LOAD_SCRIPTS, StoreBase, client_options, pack
+from slicecount.wire import LOAD_SCRIPTS, StoreBase, client_options, pack, refusal
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -87,10 +87,8 @@ class Store(StoreBase[redis.Redis]):
         for _ in range(reader.expected):
             try:
                 reply = connection.read_response()
-            except redis.exceptions.NoScriptError as refusal:
-                reply = ScriptMissing(str(refusal))
-            except redis.ResponseError as refusal:
-                reply = refusal
+            except redis.ResponseError as error:
+                reply = refusal(error)
             reader.feed(reply)
         return reader.result()
 
@@ -113,7 +111,7 @@ class Store(StoreBase[redis.Redis]):
 
     incr = _blocking(writing.incr)
     apply = _blocking(writing.apply)
-    write_buffer = _blocking(writing.write_buffer)
+    write_chunk = _blocking(writing.write_chunk)
     get = _blocking(reading.get)
     series = _blocking(reading.series)
     names = _blocking(reading.names)

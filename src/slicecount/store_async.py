@@ -18,7 +18,7 @@ from slicecount.batches import Batch, Context, Operation, ping
 from slicecount.config import Settings
 from slicecount.errors import SlicecountError, StoreError
 from slicecount.replies import ReplyReader, ScriptMissing
-from slicecount.wire import LOAD_SCRIPTS, StoreBase, client_options, pack
+from slicecount.wire import LOAD_SCRIPTS, StoreBase, client_options, pack, refusal
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -86,10 +86,8 @@ class AsyncStore(StoreBase[aioredis.Redis]):
         for _ in range(reader.expected):
             try:
                 reply = await connection.read_response()
-            except redis.exceptions.NoScriptError as refusal:
-                reply = ScriptMissing(str(refusal))
-            except redis.ResponseError as refusal:
-                reply = refusal
+            except redis.ResponseError as error:
+                reply = refusal(error)
             reader.feed(reply)
         return reader.result()
 

@@ -31,21 +31,28 @@ def trim_chunk(
     mode: str,
     cutoff: int,
     first: int,
+    horizon: int,
     shard: int = 0,
 ) -> Operation[TrimChunk]:
     """One atomic trim of up to ``chunk`` hashes of ``precision`` from lex cursor ``start``
-    (the cleaner's step): slices older than ``cutoff`` go, emptied hashes leave the registry."""
+    (the cleaner's step): slices before ``cutoff`` or after ``horizon`` go, emptied hashes leave
+    the registry."""
     ctx.settings.check_precision(precision)
-    if mode not in MODES or chunk < 1:
-        raise ConfigurationError(f"trim needs mode full|incremental and chunk >= 1, got {mode!r}")
+    if mode not in MODES or chunk < 1 or horizon < cutoff:
+        raise ConfigurationError(
+            f"trim needs mode full|incremental, chunk >= 1 and horizon >= cutoff, got {mode!r}, "
+            f"{chunk!r}, {horizon!r} < {cutoff!r}"
+        )
     keys = ctx.keys
     low, high = keys.lex_range_precision(precision)
-    retention = ctx.settings.retention_for(precision)
+    # a hash longer than retention holds slices from before the cutoff (a late write or a
+    # backfill: HDEL by name would miss them) or ahead of the clock: list it in full
+    most = ctx.settings.retention_for(precision)
     call = ScriptCall(
         "trim",
         (keys.known(shard),),
-        (keys.counter_prefix(shard), start or low, high, chunk, mode, cutoff, retention, first,
-         precision),
+        (keys.counter_prefix(shard), start or low, high, chunk, mode, cutoff, most, first,
+         precision, horizon),
     )  # fmt: skip
     (reply,) = yield Batch([call])
     last, scanned, deleted, removed, full, *bad = reply

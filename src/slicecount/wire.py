@@ -4,11 +4,13 @@ scripts and the packing of a batch into RESP bytes. Sends nothing."""
 from __future__ import annotations
 
 import hashlib
+import re
 import time
 from importlib import resources
 from typing import Any, Generic, TypeVar
 
 from hiredis import pack_command
+from redis import exceptions
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
@@ -16,13 +18,14 @@ from slicecount.batches import Batch, Clock, Command, Context, ScriptCall
 from slicecount.config import Settings
 from slicecount.errors import StoreError
 from slicecount.keys import KeySpace
+from slicecount.replies import Refusal, ScriptMissing
 
 C = TypeVar("C")
 S = TypeVar("S", bound="StoreBase[Any]")
 
 SCRIPTS = {
     name: (resources.files("slicecount") / "lua" / f"{name}.lua").read_text(encoding="utf-8")
-    for name in ("trim",)
+    for name in ("trim", "write")
 }
 """Lua scripts shipped as package data, sent by EVALSHA (loaded on NOSCRIPT)."""
 SCRIPT_SHAS = {name: hashlib.sha1(src.encode()).hexdigest() for name, src in SCRIPTS.items()}
@@ -44,6 +47,34 @@ def client_options(settings: Settings) -> dict[str, Any]:
         # library retry of a MULTI/EXEC whose reply was lost could count it twice.
         "retry": Retry(NoBackoff(), 0),
     }
+
+
+TRANSIENT = (
+    exceptions.OutOfMemoryError,
+    exceptions.BusyLoadingError,
+    exceptions.ReadOnlyError,
+    exceptions.TryAgainError,
+    exceptions.ClusterDownError,
+    exceptions.MasterDownError,
+    exceptions.AskError,
+    exceptions.MovedError,
+)
+"""Error replies whose cause may pass: the same command may be sent again later."""
+TRANSIENT_CODES = re.compile(
+    r"(?:^|: -)(?:OOM|BUSY|LOADING|READONLY|MASTERDOWN|NOREPLICAS|TRYAGAIN|CLUSTERDOWN)\b"
+)
+"""The same, for error replies redis-py leaves as a plain ResponseError: a bare code, or one
+raised inside a script (Redis 6.2 raises OOM at a script's first write even under pcall,
+before anything is written)."""
+
+
+def refusal(error: exceptions.ResponseError) -> Exception:
+    """An error reply as the reply reader takes it."""
+    if isinstance(error, exceptions.NoScriptError):
+        return ScriptMissing(str(error))
+    message = str(error)
+    transient = isinstance(error, TRANSIENT) or TRANSIENT_CODES.search(message) is not None
+    return Refusal(message, transient)
 
 
 def pack(batch: Batch) -> bytes:

@@ -1,38 +1,171 @@
 """The write operations: the book's update_counter and the Recorder's batched flush. Pure.
 
-Every write is ``ZADD NX`` of the registry member and ``HINCRBY`` of the slice, in one
-MULTI/EXEC: a cleaner can never forget a hash that a write is filling.
+A write is prepared into chunks, one shard each, and every chunk is applied by one call of the
+``write`` Lua script: ``ZADD NX`` of the registry members and ``HINCRBY`` of the slices in one
+atomic step, so a cleaner can never forget a hash that a write is filling. A chunk may carry a
+writer id and batch number: then Redis applies it at most once, however often it is sent.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
-from typing import Any
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
 
-from slicecount.batches import Batch, Command, Context, Operation
+from slicecount.batches import Batch, Context, Operation, ScriptCall
 from slicecount.errors import ConfigurationError, StoreError
-from slicecount.series import Labels, encode
+from slicecount.series import Labels, encode, parse, shown
 
-APPLY_CHUNK_COMMANDS = 50_000
-"""HINCRBYs per MULTI/EXEC when writing a batch: big enough to amortise, small enough not to
-stall Redis (about 10 ms of server time)."""
+CHUNK_INCREMENTS = 50_000
+"""HINCRBYs per script call: big enough to amortise, small enough not to stall Redis (about
+40 ms of server time)."""
+WRITER_TTL_MS = 7 * 86_400_000
+"""How long Redis remembers a writer's last batch number after its last write: a batch in
+doubt for longer than this (Redis unreachable from its writer for a week) could apply twice."""
+MIN_TIME = 946_684_800
+"""2000-01-01T00:00:00Z: no count is older (a smaller time is a unit mistake)."""
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+"""What Redis's HINCRBY takes (and a hash value holds)."""
 
 Buffer = Mapping[int, Mapping[str, int]]
 """What a Recorder buffers: epoch second -> series id -> count."""
 
 
 def check_count(n: object) -> int:
-    """Counts are integers (HINCRBY); reject anything else naming the value."""
+    """Counts are integers that Redis can hold; refuse anything else naming the value."""
     if isinstance(n, bool) or not isinstance(n, int):
-        raise ConfigurationError(f"count must be an integer, got {n!r}")
+        raise ConfigurationError(f"count must be an integer, got {shown(n)}", "not_a_count")
+    if not INT64_MIN <= n <= INT64_MAX:
+        raise ConfigurationError(f"count {n} is outside the signed 64-bit range", "count_range")
     return n
 
 
-def check_time(when: object, what: str = "now") -> float:
-    """An epoch time in seconds, else ConfigurationError naming it."""
+def check_epoch(when: object, what: str) -> float:
+    """A number of seconds since the epoch (not before it), else ConfigurationError."""
     if isinstance(when, bool) or not isinstance(when, int | float) or not when >= 0:
-        raise ConfigurationError(f"{what} must be an epoch time in seconds, got {when!r}")
+        raise ConfigurationError(
+            f"{what} must be an epoch time in seconds, got {shown(when)}", "time_range"
+        )
     return when
+
+
+def check_time(ctx: Context, when: object, what: str = "now") -> float:
+    """An epoch time in seconds from 2000 up to ``max_future`` ahead of the clock."""
+    seconds = check_epoch(when, what)
+    if not MIN_TIME <= seconds <= ctx.clock() + ctx.settings.max_future:
+        raise ConfigurationError(
+            f"{what} {seconds!r} is outside 2000-01-01 .. now + {ctx.settings.max_future:g} s",
+            "time_range",
+        )
+    return seconds
+
+
+@dataclass
+class Chunk:
+    """One script call's worth of a write, all in one shard: the keys it touches and the
+    script's arguments (see ``lua/write.lua``)."""
+
+    shard: int
+    members: dict[str, list[Any]] = field(default_factory=dict)  # registry -> 0, member, ...
+    hashes: list[str] = field(default_factory=list)
+    slices: list[Any] = field(default_factory=list)  # per hash: count, then (start, n) pairs
+    increments: int = 0
+
+    def add(self, registry: str, member: str, key: str, pairs: Iterable[tuple[int, int]]) -> None:
+        starts = list(pairs)
+        self.members.setdefault(registry, []).extend((0, member))
+        self.hashes.append(key)
+        self.slices.append(len(starts))
+        for start, n in starts:
+            self.slices += (start, n)
+        self.increments += len(starts)
+
+
+class Prepared(NamedTuple):
+    """A write ready to send: its chunks, and the increments left out because they do not fit
+    in 64 bits (a sum of many huge counts)."""
+
+    chunks: list[Chunk]
+    out_of_range: int
+
+
+class Written(NamedTuple):
+    """What one chunk did: applied before (a resend), and commands Redis refused."""
+
+    duplicate: bool
+    refused: int
+
+
+def prepare(ctx: Context, buffer: Buffer) -> Prepared:
+    """A Recorder's buffer (or a checked batch) as chunks: counts of the same slice summed,
+    zero sums left out, one chunk per shard and ``CHUNK_INCREMENTS``."""
+    open_chunks: dict[int, Chunk] = {}
+    done: list[Chunk] = []
+    out_of_range = 0
+    for shard, registry, member, key, slices in _summed(ctx, buffer):
+        fitting = [(s, n) for s, n in slices.items() if n and INT64_MIN <= n <= INT64_MAX]
+        out_of_range += sum(1 for n in slices.values() if not INT64_MIN <= n <= INT64_MAX)
+        if not fitting:
+            continue
+        chunk = open_chunks.get(shard)
+        if chunk is None:
+            chunk = open_chunks[shard] = Chunk(shard)
+        chunk.add(registry, member, key, fitting)
+        if chunk.increments >= CHUNK_INCREMENTS:
+            done.append(open_chunks.pop(shard))
+    return Prepared(done + list(open_chunks.values()), out_of_range)
+
+
+def _summed(ctx: Context, buffer: Buffer) -> Iterable[tuple[int, str, str, str, dict[int, int]]]:
+    """(shard, registry, member, hash, {slice start: n}) of every counter the buffer touches."""
+    keys, precisions = ctx.keys, ctx.settings.precisions
+    if len(buffer) == 1:  # the usual flush: one second, nothing to sum
+        ((second, bucket),) = buffer.items()
+        for series_id, n in bucket.items():
+            registry, counters, shard = keys.layout(series_id, precisions)
+            for precision, member, counter in counters:
+                yield shard, registry, member, counter, {second - second % precision: n}
+        return
+    sums: dict[str, tuple[int, str, str, dict[int, int]]] = {}
+    for second, bucket in buffer.items():
+        for series_id, n in bucket.items():
+            registry, counters, shard = keys.layout(series_id, precisions)
+            for precision, member, counter in counters:
+                entry = sums.get(counter)
+                if entry is None:
+                    entry = sums[counter] = (shard, registry, member, {})
+                slices = entry[3]
+                start = second - second % precision
+                slices[start] = slices.get(start, 0) + n
+    for counter, (shard, registry, member, slices) in sums.items():
+        yield shard, registry, member, counter, slices
+
+
+def write_chunk(
+    ctx: Context, chunk: Chunk, writer: str | None = None, seq: int | None = None
+) -> Operation[Written]:
+    """Apply one chunk (at most once per ``writer`` and ``seq`` when both are given)."""
+    registries = list(chunk.members)
+    # Without a writer the key is never read, but it names the chunk's slot all the same.
+    writer_key = ctx.keys.writer(writer or "-", chunk.shard)
+    number = seq if writer is not None and seq is not None else ""
+    args: list[Any] = [number, WRITER_TTL_MS, len(registries)]
+    args += [len(chunk.members[r]) for r in registries]
+    for registry in registries:
+        args += chunk.members[registry]
+    args += chunk.slices
+    call = ScriptCall("write", (writer_key, *registries, *chunk.hashes), tuple(args))
+    ((duplicate, refused),) = yield Batch([call])
+    return Written(bool(duplicate), int(refused))
+
+
+def _write(ctx: Context, buffer: Buffer) -> Operation[int]:
+    prepared = prepare(ctx, buffer)
+    refused = prepared.out_of_range
+    for chunk in prepared.chunks:
+        written = yield from write_chunk(ctx, chunk)
+        refused += written.refused
+    return refused
 
 
 def incr(
@@ -41,93 +174,29 @@ def incr(
     """Add ``n`` to a series at every precision now (the book's update_counter)."""
     series_id = encode(name, labels)
     check_count(n)
-    second = int(check_time(ctx.clock() if now is None else now))
+    second = int(check_time(ctx, ctx.clock() if now is None else now))
     if (yield from _write(ctx, {second: {series_id: n}})):
         raise StoreError(f"redis refused to count {series_id!r} (a key of another type?)")
 
 
 def apply(ctx: Context, batch: Mapping[str, Mapping[int, int]]) -> Operation[int]:
-    """Write ``{series id: {epoch second: count}}``; return how many commands Redis refused
-    (0 when all is well)."""
+    """Write ``{series id: {epoch second: count}}``; return how many increments were refused
+    (by Redis, or past 64 bits once summed): 0 when all is well."""
     buffer: dict[int, dict[str, int]] = {}
     for series_id, seconds in batch.items():
         if not isinstance(series_id, str):
-            raise ConfigurationError(f"batch key must be a series id string, got {series_id!r}")
+            raise ConfigurationError(
+                f"batch key must be a series id string, got {shown(series_id)}"
+            )
+        name, labels = parse(series_id)
+        if encode(name, labels) != series_id:
+            raise ConfigurationError(f"{shown(series_id)} is not a canonical series id")
         for second, n in seconds.items():
-            if isinstance(second, bool) or not isinstance(second, int) or second < 0:
+            if isinstance(second, bool) or not isinstance(second, int):
                 raise ConfigurationError(
-                    f"batch time for {series_id!r} must be an epoch second, got {second!r}"
+                    f"batch time for {shown(series_id)} must be an epoch second, got {second!r}"
                 )
+            check_time(ctx, second, f"batch time for {shown(series_id)}")
             bucket = buffer.setdefault(second, {})
             bucket[series_id] = bucket.get(series_id, 0) + check_count(n)
     return (yield from _write(ctx, buffer))
-
-
-def write_buffer(ctx: Context, buffer: Buffer) -> Operation[int]:
-    """Write a Recorder's buffer as it is (trusted: the Recorder checked every entry);
-    return how many commands Redis refused."""
-    return (yield from _write(ctx, buffer))
-
-
-def _write(ctx: Context, buffer: Buffer) -> Operation[int]:
-    refused = 0
-    for chunk in _chunks(ctx, buffer):
-        replies = yield chunk
-        # Every write replies with an integer; anything else is an error Redis returned.
-        refused += sum(reply.__class__ is not int for reply in replies)
-    return refused
-
-
-def _chunks(ctx: Context, buffer: Buffer) -> Iterator[Batch]:
-    """MULTI/EXEC batches: one multi-member ``ZADD NX`` per registry, then one HINCRBY per
-    (precision, series, slice), counts of the same slice summed first."""
-    keys, precisions = ctx.keys, ctx.settings.precisions
-    members: dict[str, list[Any]] = {}
-    increments: list[Command] = []
-    if len(buffer) == 1:  # the usual flush: nothing to sum, one HINCRBY per counter
-        ((second, bucket),) = buffer.items()
-        for series_id, n in bucket.items():
-            if not n:
-                continue
-            registry, counters = keys.layout(series_id, precisions)
-            listed = members.setdefault(registry, [])
-            for precision, member, counter in counters:
-                listed += (0, member)
-                increments.append(("HINCRBY", counter, second - second % precision, n))
-            if len(increments) >= APPLY_CHUNK_COMMANDS:
-                yield _batch(members, increments)
-                members, increments = {}, []
-    else:
-        for registry, member, counter, slices in _summed(ctx, buffer):
-            members.setdefault(registry, []).extend((0, member))
-            increments += [("HINCRBY", counter, start, n) for start, n in slices.items()]
-            if len(increments) >= APPLY_CHUNK_COMMANDS:
-                yield _batch(members, increments)
-                members, increments = {}, []
-    if increments:
-        yield _batch(members, increments)
-
-
-def _summed(ctx: Context, buffer: Buffer) -> Iterator[tuple[str, str, str, dict[int, int]]]:
-    """(registry, member, hash, {slice start: n}) of every counter with a non-zero slice."""
-    keys, precisions = ctx.keys, ctx.settings.precisions
-    sums: dict[str, tuple[str, str, dict[int, int]]] = {}
-    for second, bucket in buffer.items():
-        for series_id, n in bucket.items():
-            registry, counters = keys.layout(series_id, precisions)
-            for precision, member, counter in counters:
-                entry = sums.get(counter)
-                if entry is None:
-                    entry = sums[counter] = (registry, member, {})
-                slices = entry[2]
-                start = second - second % precision
-                slices[start] = slices.get(start, 0) + n
-    for counter, (registry, member, slices) in sums.items():
-        nonzero = {start: n for start, n in slices.items() if n}
-        if nonzero:
-            yield registry, member, counter, nonzero
-
-
-def _batch(members: Mapping[str, list[Any]], increments: list[Command]) -> Batch:
-    zadds: list[Command] = [("ZADD", registry, "NX", *pairs) for registry, pairs in members.items()]
-    return Batch([*zadds, *increments], transaction=True, bulk=True)

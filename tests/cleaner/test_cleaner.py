@@ -63,15 +63,18 @@ def test_a_pass_keeps_only_slices_inside_retention(store: Store, redis_client: r
     assert stats.removed == 4 and stats.deleted > 0
 
 
-def test_retention_per_precision_and_the_newest_retention_slices(
+def test_retention_per_precision_and_future_slices_never_push_out_real_ones(
     settings: Settings, redis_client: redis.Redis
 ) -> None:
-    with Store(settings.with_changes(precisions=(1, 60), retention="1=10,60=3")) as store:
-        # future slices (clock skew) count among the newest: at most `retention` are kept
+    changed = settings.with_changes(precisions=(1, 60), retention="1=10,60=3", max_future=20)
+    with Store(changed, clock=lambda: NOW) as store:
+        # slices a little ahead (clock skew, up to max_future) stay beside the last 10 s
         store.apply({"x": {NOW + s: 1 for s in range(-30, 20)}})
+        # a writer without bounds left slices far ahead: they go, and take nothing with them
+        redis_client.hset("count:1:x", mapping={str(NOW + 3600): 1, str(NOW + 10**6): 1})
         Cleaner(store, clock=lambda: NOW).run_once(every_precision=True)
-        assert [s for s, _ in store.get("x", 1)] == list(range(NOW + 10, NOW + 20))
-        assert len(store.get("x", 60)) == 2  # NOW-60 and NOW; NOW-120 is past retention
+        assert [s for s, _ in store.get("x", 1)] == list(range(NOW - 9, NOW + 20))
+        assert [s for s, _ in store.get("x", 60)] == [NOW - 60, NOW]
 
 
 def test_the_schedule_with_an_injected_clock(store: Store) -> None:

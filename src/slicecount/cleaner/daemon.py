@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from slicecount.cleaner.plan import (
     SWEEP_EVERY,
+    Trim,
     annotation_cutoff,
     due_precisions,
     pass_index,
@@ -105,7 +106,7 @@ class Cleaner:
                 continue
             stats.precisions.append(precision)
             for shard in range(settings.shards):
-                self._walk(trim.precision, trim.mode, trim.cutoff, trim.first, shard, stats)
+                self._walk(trim, shard, stats)
                 if stats.interrupted:
                     break
             if stats.interrupted:
@@ -124,9 +125,8 @@ class Cleaner:
         )  # fmt: skip
         return stats
 
-    def _walk(
-        self, precision: int, mode: str, cutoff: int, first: int, shard: int, stats: PassStats
-    ) -> None:
+    def _walk(self, trim: Trim, shard: int, stats: PassStats) -> None:
+        precision, mode = trim.precision, trim.mode
         start: str | None = None
         while True:
             if self.stopping.is_set():
@@ -134,7 +134,9 @@ class Cleaner:
                 return
             size = self.chunks.get((precision, mode), FIRST_CHUNK)
             began = time.perf_counter()
-            chunk = self.store.trim_chunk(precision, start, size, mode, cutoff, first, shard)
+            chunk = self.store.trim_chunk(
+                precision, start, size, mode, trim.cutoff, trim.first, trim.horizon, shard
+            )
             elapsed = time.perf_counter() - began
             stats.calls += 1
             stats.slowest_call_ms = max(stats.slowest_call_ms, elapsed * 1000)

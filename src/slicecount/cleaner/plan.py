@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from slicecount.config import Settings
-from slicecount.slices import oldest_kept
+from slicecount.slices import oldest_kept, slice_start
 
 SWEEP_EVERY = 60
 """A full trim of every due precision every this many passes (hourly at the default 60 s
@@ -30,6 +30,7 @@ class Trim:
     mode: str  # "full": list every hash's fields; "incremental": delete expired ones by name
     cutoff: int  # slices older than this go
     first: int  # incremental: the first slice that expired since the last pass
+    horizon: int  # slices after this go: further ahead than a writer may write (max_future)
 
 
 def pass_index(now: float, interval: float) -> int:
@@ -50,13 +51,14 @@ def plan_trim(
     None when nothing expired since then and no sweep is due."""
     retention = settings.retention_for(precision)
     cutoff = oldest_kept(precision, retention, now)
+    horizon = slice_start(now + settings.max_future, precision)
     if sweep or previous is None or previous > cutoff:
-        return Trim(precision, "full", cutoff, cutoff)
+        return Trim(precision, "full", cutoff, cutoff, horizon)
     if previous == cutoff:
         return None
     if (cutoff - previous) // precision > min(retention, MAX_NAMED):  # long gap: list instead
-        return Trim(precision, "full", cutoff, cutoff)
-    return Trim(precision, "incremental", cutoff, previous)
+        return Trim(precision, "full", cutoff, cutoff, horizon)
+    return Trim(precision, "incremental", cutoff, previous, horizon)
 
 
 def annotation_cutoff(settings: Settings, now: float) -> float:

@@ -6,15 +6,17 @@
 -- ARGV[1]  counter key prefix: a hash key is prefix .. member (keys.py: counter_for_member)
 -- ARGV[2]  lex start ("[60:" or "(<last member>")    ARGV[3]  lex end ("(60;")
 -- ARGV[4]  chunk size                                  ARGV[5]  mode: "full" | "incremental"
--- ARGV[6]  cutoff: slices older than this go           ARGV[7]  retention (slices kept)
+-- ARGV[6]  cutoff: slices older than this go           ARGV[7]  retention: longer hashes get a full trim
 -- ARGV[8]  first expired slice (incremental: HDEL first, first+step, ... < cutoff by name)
 -- ARGV[9]  step (the precision)
+-- ARGV[10] horizon: slices after this go (further ahead of the clock than writers may write;
+--          a future slice never pushes out one inside retention)
 -- Returns {last member or "", scanned, fields deleted, hashes removed, full trims, bad keys...}
 local registry = KEYS[1]
 local prefix, lex_start, lex_end = ARGV[1], ARGV[2], ARGV[3]
 local chunk, mode = tonumber(ARGV[4]), ARGV[5]
-local cutoff, retention = tonumber(ARGV[6]), tonumber(ARGV[7])
-local first, step = tonumber(ARGV[8]), tonumber(ARGV[9])
+local cutoff, most = tonumber(ARGV[6]), tonumber(ARGV[7])
+local first, step, horizon = tonumber(ARGV[8]), tonumber(ARGV[9]), tonumber(ARGV[10])
 
 local members = redis.call('ZRANGEBYLEX', registry, lex_start, lex_end, 'LIMIT', 0, chunk)
 local deleted, removed, full = 0, 0, 0
@@ -39,35 +41,24 @@ end
 
 local cutoff_text = string.format('%d', cutoff)
 local cutoff_len = #cutoff_text
+local horizon_text = string.format('%d', horizon)
+local horizon_len = #horizon_text
 
 local function trim_fully(key)
   full = full + 1
-  local fields = redis.call('HKEYS', key)
-  local drop, kept = {}, 0
-  for _, field in ipairs(fields) do
+  local drop = {}
+  for _, field in ipairs(redis.call('HKEYS', key)) do
     -- Slice starts of the same width compare as strings: no number conversion for the
     -- ~all fields that look like ours; a field we would delete is checked to be a number.
-    if #field == cutoff_len and field >= cutoff_text then
-      kept = kept + 1
-    else
+    if not (#field == cutoff_len and field >= cutoff_text
+            and (horizon_len > cutoff_len or field <= horizon_text)) then
       local start = tonumber(field)
       if start == nil or start ~= math.floor(start) then
         note_bad(key, ' field ' .. field)
-      elseif start < cutoff then
+      elseif start < cutoff or start > horizon then
         drop[#drop + 1] = field
-      else
-        kept = kept + 1
       end
     end
-  end
-  if kept > retention then  -- rare (clock skew, backfills): keep the newest `retention`
-    local newest = {}
-    for _, field in ipairs(fields) do
-      local start = tonumber(field)
-      if start ~= nil and start >= cutoff then newest[#newest + 1] = start end
-    end
-    table.sort(newest)
-    for j = 1, #newest - retention do drop[#drop + 1] = string.format('%d', newest[j]) end
   end
   if #drop > 0 then hdel(key, drop) end
 end
@@ -90,7 +81,7 @@ for _, member in ipairs(members) do
   if size == nil then
     note_bad(key, ' is a ' .. redis.call('TYPE', key)['ok'])
   else
-    if size > 0 and (mode == 'full' or size > retention) then
+    if size > 0 and (mode == 'full' or size > most) then
       trim_fully(key)
       size = redis.call('HLEN', key)
     end

@@ -176,6 +176,7 @@ class RequestCounter:
         try:
             recorder.add_ids(self.mapping.entries(method, route, status, seconds, queries))
         except Exception as exc:  # never let counting reach the request
+            recorder.refuse(exc)
             if not self._warned:
                 self._warned = True
                 logger.exception("slicecount could not record a request: %s", exc)

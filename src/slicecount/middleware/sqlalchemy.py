@@ -83,6 +83,7 @@ class QueryMetrics:
         try:
             recorder.add_ids(self.mapping.entries(statement, seconds))
         except Exception as exc:
+            recorder.refuse(exc)
             if not self._warned:
                 self._warned = True
                 logger.exception("slicecount could not record a query: %s", exc)

@@ -1,0 +1,87 @@
+"""Prepared writes waiting for a known outcome, each applied by Redis at most once.
+
+A flush is prepared into chunks; each chunk gets the next number of this writer (a random id,
+new in every process) and waits here until Redis has answered for it. A chunk whose reply was
+lost (a timeout after sending, a reset, a failover) is sent again *unchanged*; the ``write``
+script compares its number with the writer's last applied one, kept in Redis beside the data
+(one small key per writer and shard, expiring when the writer has been quiet for a week), and
+applies it only if it is new. Chunks go out in order and the next waits for the one before,
+so "not newer than the last applied" means "applied".
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+from collections import deque
+from typing import NamedTuple
+
+from slicecount.errors import StoreError
+from slicecount.store import Store
+from slicecount.writing import Chunk
+
+logger = logging.getLogger("slicecount")
+
+
+class Numbered(NamedTuple):
+    seq: int
+    chunk: Chunk
+
+
+class Delivery(NamedTuple):
+    """What one ``deliver()`` did: every chunk answered for, and what Redis refused."""
+
+    done: bool
+    refused: int  # increments Redis refused inside applied chunks (a key of another type)
+    lost: int  # increments of chunks Redis refused as a whole, past any retry
+    error: StoreError | None
+
+
+class Outbox:
+    """The numbered chunks of one writer, oldest first."""
+
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        """A new writer: a forked child must never send its parent's chunks, nor reuse its
+        numbers."""
+        self.writer = secrets.token_hex(8)
+        self._seq = 0
+        self._queue: deque[Numbered] = deque()
+        self.duplicates = 0
+        """Chunks sent again whose first copy Redis had applied (each one a count saved from
+        doubling)."""
+
+    def __len__(self) -> int:
+        return len(self._queue)
+
+    @property
+    def increments(self) -> int:
+        """HINCRBYs waiting in the outbox."""
+        return sum(item.chunk.increments for item in self._queue)
+
+    def put(self, chunks: list[Chunk]) -> None:
+        for chunk in chunks:
+            self._seq += 1
+            self._queue.append(Numbered(self._seq, chunk))
+
+    def deliver(self, store: Store) -> Delivery:
+        """Send chunks in order until the outbox is empty or one's outcome stays unknown."""
+        refused = lost = 0
+        while self._queue:
+            seq, chunk = self._queue[0]
+            try:
+                written = store.write_chunk(chunk, self.writer, seq)
+            except StoreError as exc:
+                if not exc.permanent:
+                    return Delivery(False, refused, lost, exc)
+                # Redis refused the call itself (not a passing cause): sending the same again
+                # cannot help, and nothing of it was written.
+                logger.error("redis refused a write of %d increments: %s", chunk.increments, exc)
+                lost += chunk.increments
+            else:
+                refused += written.refused
+                self.duplicates += written.duplicate
+            self._queue.popleft()
+        return Delivery(True, refused, lost, None)

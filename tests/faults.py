@@ -1,0 +1,70 @@
+"""Faults a real deployment meets, made on purpose against a real redis-server."""
+
+from __future__ import annotations
+
+import socket
+import threading
+from types import TracebackType
+
+from slicecount.embedded import free_port
+
+
+class CuttingProxy:
+    """A TCP proxy to Redis on 127.0.0.1 that, when armed, lets the next request through and
+    then drops the connection instead of passing the reply on: the server has applied a
+    write whose client never learns it (a reset mid-reply, as in a failover)."""
+
+    def __init__(self, upstream_port: int) -> None:
+        self.upstream_port = upstream_port
+        self.port = free_port()
+        self.cuts = 0
+        self._armed = threading.Event()
+        self._listener = socket.create_server(("127.0.0.1", self.port))
+        self._closing = False
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def cut_next_reply(self) -> None:
+        self._armed.set()
+
+    def _accept(self) -> None:
+        while not self._closing:
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return
+            server = socket.create_connection(("127.0.0.1", self.upstream_port))
+            threading.Thread(target=self._pump, args=(client, server, False), daemon=True).start()
+            threading.Thread(target=self._pump, args=(server, client, True), daemon=True).start()
+
+    def _pump(self, source: socket.socket, sink: socket.socket, replies: bool) -> None:
+        try:
+            while data := source.recv(65536):
+                if replies and self._armed.is_set():
+                    self._armed.clear()
+                    self.cuts += 1
+                    break  # the reply is dropped with the connection
+                sink.sendall(data)
+        except OSError:
+            pass
+        for sock in (source, sink):
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            sock.close()
+
+    def close(self) -> None:
+        self._closing = True
+        self._listener.close()
+
+    def __enter__(self) -> CuttingProxy:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
