@@ -41,6 +41,7 @@ class Outbox:
     """The numbered chunks of one writer, oldest first."""
 
     def __init__(self) -> None:
+        self.failing = False
         self.reset()
 
     def reset(self) -> None:
@@ -56,10 +57,10 @@ class Outbox:
     def __len__(self) -> int:
         return len(self._queue)
 
-    @property
-    def increments(self) -> int:
-        """HINCRBYs waiting in the outbox."""
-        return sum(item.chunk.increments for item in self._queue)
+    def describe(self) -> str:
+        """``"2 chunks (70000 increments)"``: what waits, for a log line."""
+        chunks, increments = len(self._queue), sum(i.chunk.increments for i in self._queue)
+        return f"{chunks} chunk{'' if chunks == 1 else 's'} ({increments} increments)"
 
     def put(self, chunks: list[Chunk]) -> None:
         for chunk in chunks:
@@ -75,6 +76,9 @@ class Outbox:
                 written = store.write_chunk(chunk, self.writer, seq)
             except StoreError as exc:
                 if not exc.permanent:
+                    if not self.failing:
+                        self.failing = True
+                        logger.warning("slicecount cannot write to redis, buffering: %s", exc)
                     return Delivery(False, refused, lost, exc)
                 # Redis refused the call itself (not a passing cause): sending the same again
                 # cannot help, and nothing of it was written.
@@ -84,4 +88,7 @@ class Outbox:
                 refused += written.refused
                 self.duplicates += written.duplicate
             self._queue.popleft()
+        if self.failing:
+            self.failing = False
+            logger.warning("slicecount writes to redis again")
         return Delivery(True, refused, lost, None)

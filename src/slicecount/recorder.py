@@ -17,29 +17,31 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 from slicecount import lifecycle
 from slicecount.admission import Admission, Warnings
 from slicecount.batches import Clock
 from slicecount.errors import ConfigurationError
+from slicecount.losses import (
+    DROPPED_METRIC,
+    REJECTED_METRIC,
+    Losses,
+    Pending,
+    bad_count,
+    refused_by_redis,
+)
 from slicecount.outbox import Outbox
-from slicecount.series import Labels, encode, shown
+from slicecount.series import Labels, shown
 from slicecount.store import Store
-from slicecount.writing import INT64_MAX, INT64_MIN, MIN_TIME, prepare
+from slicecount.writing import MIN_TIME, prepare
 
 logger = logging.getLogger("slicecount")
 
-DROPPED_METRIC = "slicecount.dropped"
-"""Events dropped because the buffer was full while Redis was unreachable."""
-REJECTED_METRIC = "slicecount.rejected"
-"""Events refused, labelled ``reason`` (invalid_name, invalid_label, too_long, not_utf8,
-not_a_count, count_range, time_range, too_many_metrics, redis, ...); each cause logged once."""
 MAX_BACKOFF = 10.0
 """Longest pause in seconds between two flush attempts while Redis is unreachable."""
 CLOSE_TIMEOUT = lifecycle.CLOSE_TIMEOUT
 
-Pending = dict[int, dict[str, int]]  # epoch second -> series id -> count
 Entries = Sequence[tuple[str, int]]  # (series id from series_id(), count)
 
 
@@ -72,8 +74,6 @@ class Recorder:
         )
         self._ids = self._admission.ids  # read without a lock on the hot path
         self._outbox = Outbox()
-        self._dropped_total = 0
-        self._failing = False
         self.reset()
         lifecycle.track(self)
 
@@ -83,8 +83,7 @@ class Recorder:
         self._flush_lock = threading.Lock()
         self._pending: Pending = {}
         self._size = 0
-        self._dropped = 0
-        self._rejected: dict[str, int] = {}
+        self._losses = Losses()
         self._outbox.reset()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -101,8 +100,9 @@ class Recorder:
             series_id = self._ids.get((name, tuple(labels.items())) if labels else name)
             if series_id is None:
                 series_id = self._admission.series_id(name, labels)
-            if n.__class__ is not int or not INT64_MIN <= n <= INT64_MAX:
-                raise _bad_count(n)
+            # literals, not INT64_MIN/MAX: constants cost less than globals on this path
+            if n.__class__ is not int or not -9223372036854775808 <= n <= 9223372036854775807:
+                raise bad_count(n)
         except Exception as exc:  # a counting bug must never reach the caller's request
             self.refuse(exc)
             return
@@ -119,27 +119,35 @@ class Recorder:
         if not entries:
             return
         for series_id, n in entries:
-            if n.__class__ is not int or not INT64_MIN <= n <= INT64_MAX:
-                self.refuse(_bad_count(n), len(entries))
+            if n.__class__ is not int or not -9223372036854775808 <= n <= 9223372036854775807:
+                self.refuse(bad_count(n), len(entries))
                 return
             if series_id.__class__ is not str:
-                error = ConfigurationError(f"series id must be a str, got {shown(series_id)}")
+                error = ConfigurationError(
+                    f"series id must be a str, got {shown(series_id)}", "not_an_id"
+                )
                 self.refuse(error, len(entries))
                 return
-        first_id, first_n = entries[0]
-        self._add(now, first_id, first_n, entries[1:])
+        pairs = iter(entries)
+        first_id, first_n = next(pairs)
+        self._add(now, first_id, first_n, pairs)
 
     def refuse(self, error: Exception, events: int = 1) -> None:
         """Count ``events`` lost to ``error`` as ``slicecount.rejected{reason}`` (the error's
         ``reason``, else "error"), logging each cause once. Never raises."""
         reason = getattr(error, "reason", "error")
-        with self._lock:
-            self._rejected[reason] = self._rejected.get(reason, 0) + events
+        self._losses.refuse(reason, events)
         self._warnings.once(f"reject:{reason}", "slicecount refused an event: %s", error)
         if self._thread is None:
             self._start()
 
-    def _add(self, now: float | None, series_id: str, n: int, more: Entries = ()) -> None:
+    def _add(
+        self,
+        now: float | None,
+        series_id: str,
+        n: int,
+        more: Iterator[tuple[str, int]] | None = None,
+    ) -> None:
         """The one way into the buffer: ``n`` events of ``series_id``, then each pair of
         ``more``, at one instant. (The first pair travels apart so that ``add()``, the common
         call, builds no tuple.)"""
@@ -153,7 +161,6 @@ class Recorder:
                 if bucket is None:
                     self._check_second(second, now)
                     bucket = self._pending[second] = {}
-                index = 0
                 while True:
                     count = bucket.get(series_id)
                     if count is None:
@@ -164,16 +171,16 @@ class Recorder:
                             bucket = self._pending.setdefault(second, {})
                     else:
                         bucket[series_id] = count + n
-                    if index == len(more):
+                    pair = None if more is None else next(more, None)
+                    if pair is None:
                         break
-                    series_id, n = more[index]
-                    index += 1
+                    series_id, n = pair
             finally:
                 lock.release()
             if self._thread is None:
                 self._start()
         except Exception as exc:
-            self.refuse(exc, 1 + len(more))
+            self.refuse(exc)
 
     def _check_second(self, second: int, now: object) -> None:
         """A second seen for the first time lies between 2000 and ``max_future`` ahead: a
@@ -193,7 +200,7 @@ class Recorder:
             while bucket and self._size > self.max_pending:
                 _, count = bucket.popitem()
                 self._size -= 1
-                self._dropped += count
+                self._losses.dropped += count
             if not bucket:
                 del pending[oldest]
 
@@ -224,37 +231,23 @@ class Recorder:
                 return False
             with self._lock:
                 pending, self._pending, self._size = self._pending, {}, 0
-                dropped, self._dropped = self._dropped, 0
-                rejected, self._rejected = self._rejected, {}
-            self._dropped_total += dropped
-            # The loss counters travel outside the bounded buffer, so reporting a loss never
-            # causes another one.
-            batch = _with_losses(pending, int(self._clock()), dropped, rejected)
+                batch = self._losses.write_into(pending, int(self._clock()))
             if not batch:
                 return True
             prepared = prepare(self.store.context, batch)
             if prepared.out_of_range:
-                self.refuse(_bad_count("a sum past 64 bits"), prepared.out_of_range)
+                self.refuse(bad_count("a sum past 64 bits"), prepared.out_of_range)
             self._outbox.put(prepared.chunks)
             return self._deliver()
 
     def _deliver(self) -> bool:
         delivery = self._outbox.deliver(self.store)
         if delivery.refused:
-            error = ConfigurationError("redis refused increments (a key of another type?)")
-            self.refuse(_with_reason(error, "redis"), delivery.refused)
+            refusal = refused_by_redis("redis refused increments (a key of another type?)")
+            self.refuse(refusal, delivery.refused)
         if delivery.lost:
-            error = ConfigurationError(f"redis refused a write as a whole: {delivery.error}")
-            self.refuse(_with_reason(error, "redis"), delivery.lost)
-        if not delivery.done:
-            if not self._failing:
-                self._failing = True
-                logger.warning("slicecount cannot write to redis, buffering: %s", delivery.error)
-            return False
-        if self._failing:
-            self._failing = False
-            logger.warning("slicecount writes to redis again")
-        return True
+            self.refuse(refused_by_redis(f"redis refused a write: {delivery.error}"), delivery.lost)
+        return delivery.done
 
     # -- introspection and shutdown ------------------------------------------------------------
 
@@ -277,7 +270,7 @@ class Recorder:
     @property
     def dropped(self) -> int:
         """Events dropped so far because the buffer was full (written or not yet written)."""
-        return self._dropped_total + self._dropped
+        return self._losses.dropped_total + self._losses.dropped
 
     def close(self, timeout: float = CLOSE_TIMEOUT) -> bool:
         """Stop the flusher and write what is left, retrying up to ``timeout`` seconds."""
@@ -296,21 +289,16 @@ class Recorder:
                 break
             time.sleep(delay)
             delay = min(delay * 2, 1.0)
-        lost = sum(sum(bucket.values()) for bucket in self._pending.values())
-        chunks, increments = len(self._outbox), self._outbox.increments
         logger.error(
-            "slicecount could not write %d buffered events and %d chunk%s (%d increments) in "
-            "doubt before closing",
-            lost,
-            chunks,
-            "" if chunks == 1 else "s",
-            increments,
+            "slicecount could not write %d buffered events and %s in doubt before closing",
+            sum(sum(bucket.values()) for bucket in self._pending.values()),
+            self._outbox.describe(),
         )
         return False
 
     def has_unwritten(self) -> bool:
         """True while counts, loss counters or chunks in doubt wait to be written."""
-        return bool(self._size or self._dropped or self._rejected or len(self._outbox))
+        return bool(self._size or self._losses or len(self._outbox))
 
     def __enter__(self) -> Recorder:
         return self
@@ -319,28 +307,6 @@ class Recorder:
         self.close()
 
 
-def _bad_count(n: object) -> ConfigurationError:
-    if n.__class__ is not int:
-        return ConfigurationError(f"count must be an integer, got {shown(n)}", "not_a_count")
-    return ConfigurationError(f"count {shown(n)} is outside the signed 64-bit range", "count_range")
-
-
-def _with_reason(error: ConfigurationError, reason: str) -> ConfigurationError:
-    error.reason = reason
-    return error
-
-
-def _with_losses(pending: Pending, second: int, dropped: int, rejected: dict[str, int]) -> Pending:
-    """``pending`` plus the loss counters at ``second``."""
-    if not dropped and not rejected:
-        return pending
-    bucket = pending.setdefault(second, {})
-    losses = {encode(REJECTED_METRIC, {"reason": r}): n for r, n in rejected.items()}
-    if dropped:
-        losses[DROPPED_METRIC] = dropped
-    for series_id, count in losses.items():
-        bucket[series_id] = bucket.get(series_id, 0) + count
-    return pending
-
-
 close_all = lifecycle.close_all
+
+__all__ = ["DROPPED_METRIC", "REJECTED_METRIC", "Recorder", "close_all"]

@@ -1,0 +1,97 @@
+"""Bad input costs nothing: refused at add(), counted with its reason, never raised, and the
+good counts of the same flushes all arrive (real redis-server)."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import redis
+
+from slicecount import default
+from slicecount.config import Settings
+from slicecount.recorder import REJECTED_METRIC, Recorder
+from slicecount.series import MAX_SERIES_ID_LENGTH, parse
+from slicecount.store import Store
+
+NOW = 1_700_000_000.5
+
+
+def rejected(store: Store) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for series_id in store.series(REJECTED_METRIC, 86400):
+        _, labels = parse(series_id)
+        out[labels["reason"]] = sum(n for _, n in store.get(REJECTED_METRIC, 86400, labels))
+    return out
+
+
+def test_every_kind_of_bad_event_is_refused_counted_and_costs_the_good_nothing(
+    store: Store, redis_client: redis.Redis
+) -> None:
+    recorder = Recorder(store, flush_interval=3600, max_metrics=1000)
+    good = 0
+    bad: list[tuple[str, object, object, object]] = [
+        ("lone surrogate", "hits", 1, {"user": "\ud800"}),
+        ("huge count", "hits", 10**20, None),
+        ("negative huge count", "hits", -(10**20), None),
+        ("float count", "hits", 1.5, None),
+        ("1 MB name", "x" * 1_000_000, 1, None),
+        ("long series id", "hits", 1, {f"k{i}": "v" * 250 for i in range(20)}),
+        ("non-str label key", "hits", 1, {1: "a"}),
+    ]
+    for _, name, n, labels in bad:
+        recorder.add(name, n, labels)  # type: ignore[arg-type]
+        recorder.add("hits", 1)
+        good += 1
+    recorder.add("hits", 1, now=1e30)  # far future: would outlive retention
+    recorder.add("hits", 1, now=NOW + 10**9)
+    recorder.add("hits", 1, now=900_000_000)  # 1998: before slicecount's epoch
+    recorder.add_ids([(None, 1)])  # type: ignore[list-item]  # not an id at all
+    for i in range(5000):  # names past max_metrics (1000, "hits" is one of them)
+        recorder.add(f"generated.{i}", 1)
+    recorder.add("hits", 2)
+    good += 2
+    assert recorder.close()
+
+    assert sum(n for _, n in store.get("hits", 86400)) == good
+    assert rejected(store) == {
+        "not_utf8": 1, "count_range": 2, "not_a_count": 1, "too_long": 2, "invalid_label": 1,
+        "time_range": 3, "not_an_id": 1, "too_many_metrics": 4001,
+    }  # fmt: skip
+    assert len(store.names(86400)) == 1000 + 1  # the 999 generated names admitted, hits, rejected
+    # nothing oversized reached Redis
+    longest = max(len(key) for key in redis_client.scan_iter(count=1000))
+    assert longest < MAX_SERIES_ID_LENGTH + 100
+
+
+def test_event_never_raises_on_bad_input(settings: Settings) -> None:
+    default.configure(settings, flush_interval=3600)
+    try:
+        import slicecount
+
+        slicecount.event("bad name")
+        slicecount.event("ok", 10**20)
+        slicecount.event("ok", 1, user="\udfff")
+        slicecount.event("ok", 3)
+        recorder = default.get_recorder()
+        assert recorder.close()
+        store = recorder.store
+        assert sum(n for _, n in store.get("ok", 60)) == 3
+        assert rejected(store) == {"invalid_name": 1, "count_range": 1, "not_utf8": 1}
+    finally:
+        default._recorder = None  # the next test's default comes from the environment again
+
+
+def test_the_store_refuses_what_redis_could_not_hold(store: Store) -> None:
+    for bad in (10**20, -(2**63) - 1, 1.0, True):
+        with pytest.raises(ValueError, match="count"):
+            store.incr("x", bad)  # type: ignore[arg-type]
+    for when in (1e30, time.time() + 3600, 900_000_000):
+        with pytest.raises(ValueError, match="outside"):
+            store.incr("x", now=when)
+    with pytest.raises(ValueError, match="longer"):
+        store.incr("x" * 300)
+    with pytest.raises(ValueError, match="Unicode"):
+        store.incr("x", labels={"k": "\ud800"})
+    store.incr("x", 2**63 - 1)  # the largest count Redis holds is fine
+    assert store.get("x", 60)[0][1] == 2**63 - 1
