@@ -14,6 +14,7 @@ from typing import Any, NamedTuple
 
 from slicecount.batches import Batch, Context, Operation, ScriptCall
 from slicecount.errors import ConfigurationError, StoreError
+from slicecount.keys import Layout
 from slicecount.series import Labels, encode, parse, shown
 
 CHUNK_INCREMENTS = 50_000
@@ -71,14 +72,47 @@ class Chunk:
     slices: list[Any] = field(default_factory=list)  # per hash: count, then (start, n) pairs
     increments: int = 0
 
-    def add(self, registry: str, member: str, key: str, pairs: Iterable[tuple[int, int]]) -> None:
-        starts = list(pairs)
+    def add(self, registry: str, member: str, key: str, pairs: list[tuple[int, int]]) -> None:
+        """One hash: its registry member and its (slice start, n) increments."""
         self.members.setdefault(registry, []).extend((0, member))
         self.hashes.append(key)
-        self.slices.append(len(starts))
-        for start, n in starts:
-            self.slices += (start, n)
-        self.increments += len(starts)
+        slices = self.slices
+        slices.append(len(pairs))
+        for start, n in pairs:
+            slices += (start, n)
+        self.increments += len(pairs)
+
+    def add_series(self, layout: Layout, second: int, n: int) -> None:
+        """One series counted at one second: a hash and one increment per precision (the
+        usual flush; written out for speed)."""
+        members = self.members.setdefault(layout.registry, [])
+        hashes, slices = self.hashes, self.slices
+        for precision, member, key in layout.counters:
+            members += (0, member)
+            hashes.append(key)
+            slices += (1, second - second % precision, n)
+        self.increments += len(layout.counters)
+
+
+class _Chunks:
+    """Chunks being filled, one open per shard."""
+
+    def __init__(self) -> None:
+        self.open: dict[int, Chunk] = {}
+        self.done: list[Chunk] = []
+
+    def of(self, shard: int) -> Chunk:
+        chunk = self.open.get(shard)
+        if chunk is None:
+            chunk = self.open[shard] = Chunk(shard)
+        return chunk
+
+    def close_if_full(self, chunk: Chunk) -> None:
+        if chunk.increments >= CHUNK_INCREMENTS:
+            self.done.append(self.open.pop(chunk.shard))
+
+    def all(self) -> list[Chunk]:
+        return self.done + list(self.open.values())
 
 
 class Prepared(NamedTuple):
@@ -99,33 +133,36 @@ class Written(NamedTuple):
 def prepare(ctx: Context, buffer: Buffer) -> Prepared:
     """A Recorder's buffer (or a checked batch) as chunks: counts of the same slice summed,
     zero sums left out, one chunk per shard and ``CHUNK_INCREMENTS``."""
-    open_chunks: dict[int, Chunk] = {}
-    done: list[Chunk] = []
-    out_of_range = 0
-    for shard, registry, member, key, slices in _summed(ctx, buffer):
-        fitting = [(s, n) for s, n in slices.items() if n and INT64_MIN <= n <= INT64_MAX]
-        out_of_range += sum(1 for n in slices.values() if not INT64_MIN <= n <= INT64_MAX)
-        if not fitting:
-            continue
-        chunk = open_chunks.get(shard)
-        if chunk is None:
-            chunk = open_chunks[shard] = Chunk(shard)
-        chunk.add(registry, member, key, fitting)
-        if chunk.increments >= CHUNK_INCREMENTS:
-            done.append(open_chunks.pop(shard))
-    return Prepared(done + list(open_chunks.values()), out_of_range)
-
-
-def _summed(ctx: Context, buffer: Buffer) -> Iterable[tuple[int, str, str, str, dict[int, int]]]:
-    """(shard, registry, member, hash, {slice start: n}) of every counter the buffer touches."""
     keys, precisions = ctx.keys, ctx.settings.precisions
+    chunks = _Chunks()
+    out_of_range = 0
     if len(buffer) == 1:  # the usual flush: one second, nothing to sum
         ((second, bucket),) = buffer.items()
         for series_id, n in bucket.items():
-            registry, counters, shard = keys.layout(series_id, precisions)
-            for precision, member, counter in counters:
-                yield shard, registry, member, counter, {second - second % precision: n}
-        return
+            if not n:
+                continue
+            if not INT64_MIN <= n <= INT64_MAX:
+                out_of_range += len(precisions)
+                continue
+            layout = keys.layout(series_id, precisions)
+            chunk = chunks.of(layout.shard)
+            chunk.add_series(layout, second, n)
+            chunks.close_if_full(chunk)
+        return Prepared(chunks.all(), out_of_range)
+    for shard, registry, member, key, slices in _summed(ctx, buffer):
+        fitting = [(s, n) for s, n in slices.items() if n and INT64_MIN <= n <= INT64_MAX]
+        out_of_range += sum(1 for n in slices.values() if not INT64_MIN <= n <= INT64_MAX)
+        if fitting:
+            chunk = chunks.of(shard)
+            chunk.add(registry, member, key, fitting)
+            chunks.close_if_full(chunk)
+    return Prepared(chunks.all(), out_of_range)
+
+
+def _summed(ctx: Context, buffer: Buffer) -> Iterable[tuple[int, str, str, str, dict[int, int]]]:
+    """(shard, registry, member, hash, {slice start: n}) of every counter a buffer of several
+    seconds touches."""
+    keys, precisions = ctx.keys, ctx.settings.precisions
     sums: dict[str, tuple[int, str, str, dict[int, int]]] = {}
     for second, bucket in buffer.items():
         for series_id, n in bucket.items():
