@@ -95,3 +95,13 @@ def test_the_store_refuses_what_redis_could_not_hold(store: Store) -> None:
         store.incr("x", labels={"k": "\ud800"})
     store.incr("x", 2**63 - 1)  # the largest count Redis holds is fine
     assert store.get("x", 60)[0][1] == 2**63 - 1
+
+
+def test_a_flush_that_meets_a_bad_entry_writes_all_the_others(store: Store) -> None:
+    recorder = Recorder(store, flush_interval=3600)
+    recorder.add("good", 2, now=NOW)
+    # what add() can never let in, put there by hand: a flush must still not lose the rest
+    recorder._pending[int(NOW)]["broken"] = "not a count"  # type: ignore[assignment]
+    assert recorder.close()
+    assert sum(n for _, n in store.get("good", 60)) == 2
+    assert rejected(store) == {"error": 1}

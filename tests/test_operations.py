@@ -76,7 +76,7 @@ def test_incr_raises_when_redis_refuses_a_write() -> None:
 
 def test_a_buffer_over_several_seconds_sums_each_slice_once() -> None:
     buffer = {T0: {"a": 1, "b": 2}, T0 + 1: {"a": 3}, T0 + 2: {"b": -2}}
-    (chunk,), out_of_range = writing.prepare(CTX, buffer)
+    (chunk,), out_of_range, _ = writing.prepare(CTX, buffer)
     sent, written = drive(writing.write_chunk(CTX, chunk, "w1", 7), [[0, 0]])
     call, members, increments = decode(sent[0])
     assert increments == {
@@ -106,7 +106,7 @@ def test_apply_validates_its_input_and_counts_refusals() -> None:
 
 def test_sums_past_64_bits_are_left_out_and_reported() -> None:
     big = 2**62
-    chunks, out_of_range = writing.prepare(CTX, {T0: {"a": big, "b": 1}, T0 + 1: {"a": big}})
+    chunks, out_of_range, _ = writing.prepare(CTX, {T0: {"a": big, "b": 1}, T0 + 1: {"a": big}})
     assert out_of_range == 1  # a at 60 s (2**63); a's 1 s slices fit one by one
     (_, _, increments) = decode(drive(writing.write_chunk(CTX, chunks[0]), [[0, 0]])[0][0])
     assert "count:60:a" not in increments and increments["count:1:a"] == {T0: big, T0 + 1: big}
@@ -115,7 +115,7 @@ def test_sums_past_64_bits_are_left_out_and_reported() -> None:
 def test_big_buffers_split_into_chunks_per_shard(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(writing, "CHUNK_INCREMENTS", 4)
     sharded = Context.of(Settings(precisions=(1, 60), shards=3))
-    chunks, _ = writing.prepare(sharded, {T0: {f"s{i}": 1 for i in range(12)}})
+    chunks, _, _ = writing.prepare(sharded, {T0: {f"s{i}": 1 for i in range(12)}})
     assert len(chunks) > 3
     for chunk in chunks:  # every hash's registry member travels with its increment
         call, members, increments = decode(

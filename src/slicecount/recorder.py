@@ -34,7 +34,7 @@ from slicecount.losses import (
 from slicecount.outbox import Outbox
 from slicecount.series import Labels, shown
 from slicecount.store import Store
-from slicecount.writing import MIN_TIME, prepare
+from slicecount.writing import MIN_TIME, Prepared, prepare, prepare_each
 
 logger = logging.getLogger("slicecount")
 
@@ -218,7 +218,12 @@ class Recorder:
     def _run(self) -> None:
         delay = self.flush_interval
         while not self._stop.wait(delay):
-            if self.flush():
+            try:
+                written = self.flush()
+            except Exception:  # never let the flusher die: the next flush may go through
+                logger.exception("slicecount flush failed")
+                written = False
+            if written:
                 delay = self.flush_interval
             else:
                 delay = min(delay * 2, self.max_backoff) * random.uniform(0.8, 1.0)
@@ -234,11 +239,20 @@ class Recorder:
                 batch = self._losses.write_into(pending, int(self._clock()))
             if not batch:
                 return True
-            prepared = prepare(self.store.context, batch)
+            prepared = self._prepare(batch)
             if prepared.out_of_range:
                 self.refuse(bad_count("a sum past 64 bits"), prepared.out_of_range)
             self._outbox.put(prepared.chunks)
             return self._deliver()
+
+    def _prepare(self, batch: Pending) -> Prepared:
+        try:
+            return prepare(self.store.context, batch)
+        except Exception as exc:  # a bug, never expected: keep every entry that still works
+            logger.exception("slicecount could not prepare a flush; isolating the bad entries")
+            prepared = prepare_each(self.store.context, batch)
+            self.refuse(exc, prepared.failed)
+            return prepared
 
     def _deliver(self) -> bool:
         delivery = self._outbox.deliver(self.store)
@@ -283,12 +297,14 @@ class Recorder:
             thread.join(timeout)
         delay = 0.05
         while True:
-            if self.flush():
+            written = self.flush()
+            if written and not self.has_unwritten():  # a flush may count a loss of its own
                 return True
             if time.monotonic() + delay > deadline:
                 break
-            time.sleep(delay)
-            delay = min(delay * 2, 1.0)
+            if not written:
+                time.sleep(delay)
+                delay = min(delay * 2, 1.0)
         logger.error(
             "slicecount could not write %d buffered events and %s in doubt before closing",
             sum(sum(bucket.values()) for bucket in self._pending.values()),

@@ -121,6 +121,7 @@ class Prepared(NamedTuple):
 
     chunks: list[Chunk]
     out_of_range: int
+    failed: int = 0  # entries left out by prepare_each()
 
 
 class Written(NamedTuple):
@@ -157,6 +158,23 @@ def prepare(ctx: Context, buffer: Buffer) -> Prepared:
             chunk.add(registry, member, key, fitting)
             chunks.close_if_full(chunk)
     return Prepared(chunks.all(), out_of_range)
+
+
+def prepare_each(ctx: Context, buffer: Buffer) -> Prepared:
+    """``prepare()`` entry by entry, leaving out (and counting) the ones that fail: the path a
+    flush takes if preparing it whole ever fails, so one bad entry never costs the others."""
+    chunks: list[Chunk] = []
+    out_of_range = failed = 0
+    for second, bucket in buffer.items():
+        for series_id, n in bucket.items():
+            try:
+                one = prepare(ctx, {second: {series_id: n}})
+            except Exception:
+                failed += 1
+                continue
+            chunks += one.chunks
+            out_of_range += one.out_of_range
+    return Prepared(chunks, out_of_range, failed)
 
 
 def _summed(ctx: Context, buffer: Buffer) -> Iterable[tuple[int, str, str, str, dict[int, int]]]:
