@@ -86,6 +86,7 @@ class Recorder:
         self._losses = Losses()
         self._outbox.reset()
         self._stop = threading.Event()
+        self._jitter = random.Random()  # its own: never touch the app's global random state
         self._thread: threading.Thread | None = None
         self._closed = False
 
@@ -226,7 +227,7 @@ class Recorder:
             if written:
                 delay = self.flush_interval
             else:
-                delay = min(delay * 2, self.max_backoff) * random.uniform(0.8, 1.0)
+                delay = min(delay * 2, self.max_backoff) * self._jitter.uniform(0.8, 1.0)
 
     def flush(self) -> bool:
         """Write everything buffered now; True when Redis has answered for all of it (else
