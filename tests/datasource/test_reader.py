@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Awaitable, Sequence
 from typing import Any, TypeVar
 
@@ -12,6 +13,7 @@ from slicecount.config import Settings
 from slicecount.datasource import endpoints
 from slicecount.datasource.protocol import LimitExceeded, Limits
 from slicecount.datasource.reader import Reader, all_done
+from slicecount.datasource.render import render
 from slicecount.store import Store
 from slicecount.store_async import AsyncStore
 from tests.datasource.conftest import HOUR, NOW, legacy_body, write_known_data
@@ -76,7 +78,7 @@ async def answer(
     store = CountingStore(settings)
     async with store:
         reader = Reader(store, Limits(), clock=lambda: NOW, ttl=ttl)
-        return [await endpoints.query(reader, body) for body in bodies], store
+        return [json.loads(render(await endpoints.query(reader, body))) for body in bodies], store
 
 
 @pytest.fixture

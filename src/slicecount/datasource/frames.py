@@ -2,16 +2,19 @@
 
 Time series ``{"target", "refId", "tags", "datapoints": [[value, epoch_ms], ...]}``, tables
 ``{"type": "table", "refId", "columns", "rows"}``, and the legacy ``/annotations`` items; see
-GRAFANA-PROTOCOL.md §4 and §5. Every frame echoes its ``refId``.
+GRAFANA-PROTOCOL.md §4 and §5. Every frame echoes its ``refId``. A value that is not finite
+(``1e400``, ``x * 1e308 * 10``) is ``null``: JSON has no Infinity and Grafana draws a gap.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from slicecount.datasource.discovery import label_names
-from slicecount.datasource.evaluate import Series, Timeline
+from slicecount.datasource.evaluate import Series, Timeline, Value
+from slicecount.datasource.render import Fragment
 
 Annotation = Mapping[str, Any]
 """An annotation as the store returns it: ``time`` (ms), optional ``timeEnd``, ``title``,
@@ -27,25 +30,44 @@ ANNOTATION_COLUMNS = (
 """The field names Grafana maps an annotation table by (simPod's annotations via /query)."""
 
 
-def number(value: float | None) -> float | int | None:
-    """Whole values as integers (``60``, not ``60.0``): counts read as counts."""
-    if value is None:
-        return None
-    return int(value) if value.is_integer() else value
+def number(value: Value) -> float | int | None:
+    """Whole values as integers (``60``, not ``60.0``): counts read as counts; a value that
+    is not finite as None."""
+    if value is None or isinstance(value, int):
+        return value
+    if value.is_integer():
+        return int(value)
+    return value if math.isfinite(value) else None
 
 
 def timeseries(ref_id: str, series: Sequence[Series], timeline: Timeline) -> list[dict[str, Any]]:
     """One time series frame per series, points in ascending time (ms)."""
-    stamps = [s * 1000 for s in timeline.starts]
+    template = points_template(timeline.starts)
     return [
         {
             "target": s.legend(),
             "refId": ref_id,
             "tags": s.labels,
-            "datapoints": [[number(v), t] for v, t in zip(s.values, stamps, strict=True)],
+            "datapoints": Fragment(datapoints(s.values, template)),
         }
         for s in series
     ]
+
+
+def points_template(starts: Sequence[int]) -> str:
+    """``[[%s,<ms>],...]`` for slices ``starts``: the datapoints of a series are its values
+    put in by one ``%`` (in C, with no list per point: 500 000 points take ~30 ms)."""
+    return "[" + ",".join([f"[%s,{start * 1000}]" for start in starts]) + "]"
+
+
+def datapoints(values: Sequence[Value], template: str) -> str:
+    """The datapoints of ``values`` as JSON text, exactly as ``json.dumps`` writes them (``%s``
+    of an int or a float is its JSON text)."""
+    if float in map(type, values):  # counts are ints and None: nothing to convert
+        values = [number(v) for v in values]
+    if None in values:
+        return template % tuple(["null" if v is None else v for v in values])
+    return template % tuple(values)
 
 
 def table(ref_id: str, series: Sequence[Series]) -> dict[str, Any]:

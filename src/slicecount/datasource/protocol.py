@@ -30,6 +30,12 @@ _REGEX_SPECIALS = re.compile(r"([\\^$*+?.()|\[\]{}/])")
 _MATCHES_NOTHING = r"[^\x00-\x{10FFFF}]"  # a class no character is in: RE2 has no (?!)
 
 
+MAX_EPOCH_MS = 253_402_300_799_999
+"""The last millisecond of year 9999: later times (and huge digit strings) are refused."""
+MAX_NUMBER = 1e15
+"""Largest ``intervalMs`` or ``maxDataPoints`` accepted (a float can hold it exactly)."""
+
+
 @dataclass(frozen=True)
 class Limits:
     """Bounds on the work one request may cause; each breach is a 4xx naming the limit."""
@@ -63,25 +69,38 @@ def require_object(body: object, what: str = "request body") -> Mapping[str, Any
 
 
 def parse_time(value: object, what: str) -> float:
-    """ISO-8601 (``2024-06-06T09:05:02.250Z``) or epoch milliseconds -> epoch seconds."""
+    """ISO-8601 (``2024-06-06T09:05:02.250Z``) or epoch milliseconds -> epoch seconds, from
+    1970 to the end of year 9999."""
     if isinstance(value, bool):
         raise QueryError(f"{what} must be an ISO-8601 time or epoch milliseconds, got {value!r}")
     if isinstance(value, int | float):
-        seconds = value / 1000
+        millis: float = value
     elif isinstance(value, str):
         text = value.strip()
-        if text.isdigit():
-            seconds = int(text) / 1000
+        if text.isascii() and text.isdigit():  # isdigit() alone admits "²", which int() refuses
+            # Past 16 digits it is out of range anyway: never convert a huge digit string.
+            millis = int(text) if len(text) <= 16 else math.inf
         else:
             try:
                 seconds = datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
-            except ValueError:
-                raise QueryError(f"{what} is not an ISO-8601 time: {value!r}") from None
+            except (ValueError, OverflowError, OSError):  # naive year-1 times overflow mktime
+                raise QueryError(f"{what} is not an ISO-8601 time: {_short(value)}") from None
+            millis = seconds * 1000  # only checked: the seconds are returned as parsed
+            if 0 <= millis <= MAX_EPOCH_MS:
+                return seconds
     else:
         raise QueryError(f"{what} must be an ISO-8601 time or epoch milliseconds, got {value!r}")
-    if not math.isfinite(seconds) or seconds < 0:
-        raise QueryError(f"{what} is out of range: {value!r}")
-    return seconds
+    if not 0 <= millis <= MAX_EPOCH_MS:  # NaN fails too
+        raise QueryError(
+            f"{what} is out of range: {_short(value)} (from 1970 to year 9999, or epoch "
+            f"milliseconds up to {MAX_EPOCH_MS})"
+        )
+    return millis / 1000
+
+
+def _short(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else f"{text[:40]}... ({len(text)} characters)"
 
 
 def parse_range(body: Mapping[str, Any], limits: Limits, key: str = "range") -> tuple[float, float]:
@@ -106,8 +125,11 @@ def positive_number(body: Mapping[str, Any], key: str) -> float | None:
     value = body.get(key)
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
-        raise QueryError(f"'{key}' must be a non-negative number, got {value!r}")
+    number = isinstance(value, int | float) and not isinstance(value, bool)
+    if not number or not 0 <= value <= MAX_NUMBER:
+        raise QueryError(
+            f"'{key}' must be a number from 0 to {MAX_NUMBER:.0e}, got {_short(value)}"
+        )
     return float(value) or None
 
 
@@ -234,4 +256,11 @@ def annotation_tags(query: object) -> list[str]:
     """An annotation query is space- or comma-separated tags, ``#`` optional; empty = all."""
     if not isinstance(query, str):
         return []
-    return [t.lstrip("#") for t in re.split(r"[\s,]+", query) if t.lstrip("#")]
+    tags = [t.lstrip("#") for t in re.split(r"[\s,]+", query) if t.lstrip("#")]
+    for tag in tags:
+        if not tag.isascii():
+            try:
+                tag.encode("utf-8")  # a tag is sent to Redis: a lone surrogate cannot be
+            except UnicodeEncodeError:
+                raise QueryError(f"annotation tag {tag!r} is not valid Unicode text") from None
+    return tags
