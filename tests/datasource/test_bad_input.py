@@ -11,6 +11,7 @@ from starlette.testclient import TestClient
 
 from slicecount.config import Settings
 from slicecount.datasource.app import create_app
+from slicecount.datasource.protocol import Limits
 from slicecount.store import Store
 from tests.datasource.conftest import HOUR, NOW, iso, legacy_body, write_known_data
 
@@ -217,3 +218,23 @@ def test_lone_surrogates_are_echoed_as_escapes(roomy_client: TestClient) -> None
     assert response.status_code == 200 and response.json()[0]["annotation"]["name"] == "\udfff"
     response = roomy_client.post("/query", content=raw.replace(b"http.requests", b"\\ud800"))
     assert response.status_code == 400 and "unexpected character" in response.json()["message"]
+
+
+def test_over_the_work_budget_is_422_before_any_slice_is_read(
+    ds_settings: Settings, store: Store, redis_client: Any
+) -> None:
+    write_known_data(store)
+    limits = Limits(max_request_points=3 * 60)  # 3 series of 61 points: one point too many
+    with TestClient(create_app(ds_settings, limits=limits, clock=lambda: NOW)) as client:
+        redis_client.config_resetstat()
+        response = client.post("/query", json=query("http.requests"))
+        assert response.status_code == 422
+        message = response.json()["message"]
+        assert message.startswith("the query reads 183 points (series x points per series")
+        assert "target 'A': 3 series x 61 points at precision 60 s" in message
+        assert "more than the work budget max_request_points = 180" in message
+        commands = redis_client.info("commandstats")
+        assert "cmdstat_zrangebylex" in commands  # its series were discovered...
+        assert "cmdstat_hmget" not in commands  # ...and not one slice was read
+        assert client.post("/query", json=query('http.requests{route="/a"}')).status_code == 200
+        assert "cmdstat_hmget" in redis_client.info("commandstats")

@@ -45,6 +45,17 @@ class Limits:
     max_series: int = 500
     max_points: int = 11_000
     max_range_seconds: float = 10 * 366 * 86400
+    max_request_points: int = 500_000
+    """The work budget: points one /query may read, series x points per series summed over
+    its targets (500 series of 1 000 points), checked before any slice is read."""
+    max_computed_points: int = 2_000_000
+    """Points its functions and operators may compute (each node's series x points), so that
+    ``x * 1 * 1 * ...`` cannot multiply the work of what was read."""
+    max_inline_points: int = 20_000
+    """A /query reading and computing more points than this is heavy: it waits its turn and is
+    evaluated and encoded in a worker thread, leaving the event loop to light requests."""
+    heavy_requests: int = 1
+    """Heavy requests served at once; later ones queue in arrival order."""
 
 
 @dataclass(frozen=True)
