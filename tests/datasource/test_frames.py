@@ -38,6 +38,7 @@ def test_numbers_whole_values_as_integers_and_not_finite_as_null() -> None:
         [60, None, 0, 3],  # counts as read: ints and None
         [60.0, 0.5, None, -2.25, 1e16, 1e-7, 123456789.125, 2.0**60],
         [math.inf, 1.0, math.nan, -math.inf, None],
+        [5, 2.5, None, 7.0, 2**70, -(2**63)],  # mixed, and ints past 64 bits
         [],
     ],
 )
