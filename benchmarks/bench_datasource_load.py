@@ -92,6 +92,16 @@ def serve(redis_url: str, port: int, retention: int) -> subprocess.Popen[bytes]:
         time.sleep(0.1)
 
 
+def cpu_seconds(pid: int) -> float | None:
+    """CPU time (user + system) a process has used, from /proc (None elsewhere)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rpartition(")")[2].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def heavy_request(port: int, body: bytes) -> tuple[float, int, int]:
     """(seconds from send to the last byte, status, bytes) of one /query."""
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
@@ -151,7 +161,10 @@ async def round_(port: int, pipe: Connection) -> tuple[list[float], list[tuple[f
     return await probing, heavy
 
 
-def run(args: argparse.Namespace) -> tuple[list[float], list[list[tuple[float, int, int]]]]:
+Rounds = list[list[tuple[float, int, int]]]
+
+
+def run(args: argparse.Namespace) -> tuple[list[float], Rounds, float | None]:
     now = int(time.time())
     first = now - args.points - 30  # complete slices, inside retention
     body = json.dumps(
@@ -181,17 +194,22 @@ def run(args: argparse.Namespace) -> tuple[list[float], list[list[tuple[float, i
             print(f"one heavy request alone: {elapsed * 1000:.0f} ms, {size / 1e6:.1f} MB")
             latencies: list[float] = []
             rounds = []
+            cpu_before = cpu_seconds(datasource.pid)
             for _ in range(args.rounds):
                 probe_ms, heavy = asyncio.run(round_(port, parent))
                 assert all(status == 200 for _, status, _ in heavy), heavy
                 latencies += probe_ms
                 rounds.append(heavy)
+            cpu_after = cpu_seconds(datasource.pid)
             parent.send(None)
         finally:
             clients.join(30)
             datasource.terminate()
             datasource.wait(10)
-    return latencies, rounds
+    cpu = None
+    if cpu_before is not None and cpu_after is not None:
+        cpu = (cpu_after - cpu_before) / (args.rounds * args.heavy)  # probes are negligible
+    return latencies, rounds, cpu
 
 
 def main() -> None:
@@ -202,7 +220,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="rounds of heavy requests")
     json_flag(parser)
     args = parser.parse_args()
-    latencies, rounds = run(args)
+    latencies, rounds, cpu = run(args)
     p50, p99, worst = statistics.median(latencies), percentile(latencies, 0.99), max(latencies)
     times = [elapsed * 1000 for heavy in rounds for elapsed, _, _ in heavy]
     print(
@@ -216,6 +234,8 @@ def main() -> None:
         f"  GET / while they run ({len(latencies)} probes, one every "
         f"{PROBE_EVERY * 1000:.0f} ms): p50 {p50:.1f} ms  p99 {p99:.1f} ms  max {worst:.1f} ms"
     )
+    if cpu is not None:
+        print(f"  datasource CPU per heavy request: {cpu * 1000:.0f} ms (one core at most)")
     print("  targets: probe p99 <= 100 ms, every heavy request <= 2000 ms")
     if args.json:
         emit(

@@ -13,7 +13,7 @@ import math
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 from slicecount.datasource.nodes import (
     Aggregate,
@@ -46,17 +46,19 @@ class Timeline:
     oldest: int  # start of the oldest slice inside retention
 
     def fill(self, raw: Sequence[int | None]) -> list[Value]:
-        """Counts as read (None = no field) -> 0 inside retention, None outside."""
+        """Counts as read (None = no field) -> 0 inside retention, None outside. With nothing to
+        fill, ``raw`` itself (values are never changed in place)."""
         if len(raw) != len(self.starts):
             raise ValueError(f"{len(raw)} counts for {len(self.starts)} slices")
         # The slices from `oldest` to `now` are a run of the timeline: fill only that run.
         first = bisect_left(self.starts, self.oldest)
         last = bisect_right(self.starts, self.now)
-        inside = raw[first:last]
-        if None not in inside:
-            return list(raw)
+        whole = first == 0 and last == len(raw)
+        inside = raw if whole else raw[first:last]
+        if None not in inside:  # the usual case: no copy of what was read
+            return cast("list[Value]", raw) if isinstance(raw, list) else list(raw)
         filled: list[Value] = [0 if v is None else v for v in inside]
-        return [*raw[:first], *filled, *raw[last:]] if first or last < len(raw) else filled
+        return filled if whole else [*raw[:first], *filled, *raw[last:]]
 
 
 @dataclass
