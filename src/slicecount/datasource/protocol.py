@@ -83,7 +83,7 @@ def parse_time(value: object, what: str) -> float:
     """ISO-8601 (``2024-06-06T09:05:02.250Z``) or epoch milliseconds -> epoch seconds, from
     1970 to the end of year 9999."""
     if isinstance(value, bool):
-        raise QueryError(f"{what} must be an ISO-8601 time or epoch milliseconds, got {value!r}")
+        raise QueryError(_not_a_time(value, what))
     if isinstance(value, int | float):
         millis: float = value
     elif isinstance(value, str):
@@ -100,13 +100,17 @@ def parse_time(value: object, what: str) -> float:
             if 0 <= millis <= MAX_EPOCH_MS:
                 return seconds
     else:
-        raise QueryError(f"{what} must be an ISO-8601 time or epoch milliseconds, got {value!r}")
+        raise QueryError(_not_a_time(value, what))
     if not 0 <= millis <= MAX_EPOCH_MS:  # NaN fails too
         raise QueryError(
             f"{what} is out of range: {_short(value)} (from 1970 to year 9999, or epoch "
             f"milliseconds up to {MAX_EPOCH_MS})"
         )
     return millis / 1000
+
+
+def _not_a_time(value: object, what: str) -> str:
+    return f"{what} must be an ISO-8601 time or epoch milliseconds, got {_short(value)}"
 
 
 def _short(value: object) -> str:
