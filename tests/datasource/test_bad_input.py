@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from starlette.testclient import TestClient
 
-from tests.datasource.conftest import HOUR, NOW, iso, legacy_body
+from slicecount.config import Settings
+from slicecount.datasource.app import create_app
+from slicecount.datasource.protocol import Limits
+from slicecount.store import Store
+from tests.datasource.conftest import HOUR, NOW, iso, legacy_body, write_known_data
 
 
 def query(target: str, start: float = NOW - HOUR, end: float = NOW, **extra: Any) -> dict[str, Any]:
@@ -131,3 +137,123 @@ def test_redis_down_is_503_not_500(ds_settings: Any) -> None:
         assert response.status_code == 503
         assert "redis unavailable" in response.json()["message"]
         assert client.get("/").status_code == 200
+
+
+@pytest.fixture
+def roomy_client(ds_settings: Settings, store: Store) -> Iterator[TestClient]:
+    """The known data behind the default limits (a 1 MiB body, the default work budget)."""
+    write_known_data(store)
+    with TestClient(create_app(ds_settings, clock=lambda: NOW)) as client:
+        yield client
+
+
+def raw_query(target: str = "http.requests", /, **range_: object) -> bytes:
+    span = {"from": iso(NOW - HOUR), "to": iso(NOW), **range_}
+    return json.dumps({"range": span, "targets": [{"target": target, "refId": "A"}]}).encode()
+
+
+# Each way of making the datasource answer 500 that issue 11 lists, now a 4xx with a message.
+@pytest.mark.parametrize(
+    ("path", "raw", "fragment"),
+    [
+        ("/query", raw_query("1e400"), "number 1e400 is out of range"),
+        ("/query", raw_query("sum(" * 795 + "x" + ")" * 795), "nests more than 64"),
+        ("/query", raw_query("/".join(["x"] * 1900)), "nests more than 64"),
+        ("/query", b"[" * 100_000, "nests arrays and objects more than 64 deep"),
+        ("/query", b'{"a":' * 50_000 + b"1" + b"}" * 50_000, "more than 64 deep"),
+        ("/query", raw_query(**{"from": "9" * 5000}), "range.from is out of range"),
+        ("/query", raw_query(**{"to": "9" * 30}), "range.to is out of range"),
+        ("/query", raw_query(**{"from": 1e300}), "range.from is out of range"),
+        ("/query", raw_query(**{"from": 10**400}), "range.from is out of range"),
+        ("/query", raw_query(**{"from": "²"}), "not an ISO-8601 time"),
+        ("/query", raw_query(**{"from": "0001-01-01T00:00:00"}), "ISO-8601"),
+        ("/query", raw_query(**{"to": "9999-12-31T23:59:59+00:00"}), "more than the limit"),
+        ("/query", b'{"range": {"from": NaN, "to": 1}, "targets": []}', "contains NaN"),
+        ("/query", b'{"intervalMs": Infinity, "targets": []}', "contains Infinity"),
+        ("/query", b'{"maxDataPoints": -Infinity}', "contains -Infinity"),
+        ("/query", b'{"intervalMs": 1e400}', "number 1e400 in the request body"),
+        ("/query", raw_query()[:-1] + b', "maxDataPoints": 1' + b"0" * 400 + b"}",
+         "'maxDataPoints'"),
+        ("/annotations", b'{"range": {"from": 0, "to": 1}, "annotation": {"query": "\\ud800"}}',
+         "is not valid Unicode text"),
+        ("/search", b'{"target": NaN}', "contains NaN"),
+        ("/variable", b'{"payload": {"target": "label_values(' + b"sum(" * 300 + b'x, a)"}}',
+         "nests more than"),
+    ],
+)  # fmt: skip
+def test_inputs_that_answered_500_answer_4xx_with_a_message(
+    roomy_client: TestClient, path: str, raw: bytes, fragment: str
+) -> None:
+    response = roomy_client.post(path, content=raw, headers={"content-type": "application/json"})
+    assert 400 <= response.status_code < 500, response.text
+    assert response.headers["content-type"] == "application/json"
+    assert fragment in response.json()["message"]
+
+
+def test_results_that_are_not_finite_are_null(roomy_client: TestClient) -> None:
+    for target in ('http.requests{route="/a"} * 1e308 * 10', "sum(http.requests * 1e308 * 10)"):
+        response = roomy_client.post("/query", json=query(target))
+        assert response.status_code == 200, response.text
+        frames = response.json()
+        values = [v for frame in frames for v, _ in frame["datapoints"]]
+        assert values and None in values and set(values) <= {None, 0}
+    table = {
+        **query("x"),
+        "targets": [{"target": "http.requests * 1e308 * 1e308", "type": "table"}],
+    }
+    rows = roomy_client.post("/query", json=table).json()[0]["rows"]
+    assert [row[-2] for row in rows] == [None, None, None]  # the totals overflow
+
+
+def test_lone_surrogates_are_echoed_as_escapes(roomy_client: TestClient) -> None:
+    raw = raw_query().replace(b'"refId": "A"', b'"refId": "\\ud800x"')
+    response = roomy_client.post("/query", content=raw)
+    assert response.status_code == 200
+    assert b'"refId":"\\ud800x"' in response.content
+    assert {frame["refId"] for frame in response.json()} == {"\ud800x"}
+    annotations = json.dumps(
+        {"range": {"from": iso(NOW - HOUR), "to": iso(NOW)}, "annotation": {"name": "\udfff"}}
+    )
+    response = roomy_client.post("/annotations", content=annotations.encode())
+    assert response.status_code == 200 and response.json()[0]["annotation"]["name"] == "\udfff"
+    response = roomy_client.post("/query", content=raw.replace(b"http.requests", b"\\ud800"))
+    assert response.status_code == 400 and "unexpected character" in response.json()["message"]
+
+
+def test_over_the_work_budget_is_422_before_any_slice_is_read(
+    ds_settings: Settings, store: Store, redis_client: Any
+) -> None:
+    write_known_data(store)
+    limits = Limits(max_request_points=3 * 60)  # 3 series of 61 points: one point too many
+    with TestClient(create_app(ds_settings, limits=limits, clock=lambda: NOW)) as client:
+        redis_client.config_resetstat()
+        response = client.post("/query", json=query("http.requests"))
+        assert response.status_code == 422
+        message = response.json()["message"]
+        assert message.startswith("the query reads 183 points (series x points per series")
+        assert "target 'A': 3 series x 61 points at precision 60 s" in message
+        assert "more than the work budget max_request_points = 180" in message
+        commands = redis_client.info("commandstats")
+        assert "cmdstat_zrangebylex" in commands  # its series were discovered...
+        assert "cmdstat_hmget" not in commands  # ...and not one slice was read
+        assert client.post("/query", json=query('http.requests{route="/a"}')).status_code == 200
+        assert "cmdstat_hmget" in redis_client.info("commandstats")
+
+
+def test_the_query_of_issue_11_is_over_the_default_budget(
+    roomy_client: TestClient, store: Store, redis_client: Any
+) -> None:
+    """500 series at precision 1 over 10 999 s, inside every other limit: it took 14.3 s and
+    answered 115 MB; now a 422 before any slice is read."""
+    store.apply({f'wide{{i="{i}"}}': {NOW - 10: 1} for i in range(500)})
+    target = {"target": "wide", "refId": "W", "payload": {"precision": "1"}}
+    body = legacy_body([target], NOW - 10_999, NOW)
+    redis_client.config_resetstat()
+    response = roomy_client.post("/query", json=body)
+    assert response.status_code == 422
+    assert response.json()["message"].startswith(
+        "the query reads 5,500,000 points (series x points per series, summed over its "
+        "targets; target 'W': 500 series x 11,000 points at precision 1 s), more than the "
+        "work budget max_request_points = 500,000"
+    )
+    assert "cmdstat_hmget" not in redis_client.info("commandstats")

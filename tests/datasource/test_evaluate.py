@@ -78,3 +78,42 @@ def test_histogram_quantile_groups_buckets_by_their_other_labels() -> None:
     summed = parse("histogram_quantile(0.5, sum(h))")
     (out_sum,) = evaluate(summed, {fetches(summed)[0]: buckets}, tl)
     assert out_sum.values == [pytest.approx(0.1 + 0.9 * (12 - 10) / 14)]
+
+
+def test_fill_keeps_counts_as_ints_and_what_lies_outside_retention() -> None:
+    filled = timeline(now=T0 + 130).fill([3, None, 4, None, 9])
+    assert filled == [3, 0, 4, None, 9]  # before retention or after now, a count still shows
+    assert all(isinstance(v, int) for v in filled if v is not None)
+    assert timeline(now=T0 - 500).fill([None, 1, None, None, None]) == [None, 1, None, None, None]
+    assert timeline(now=T0 + 1000).fill([None] * 5) == [None, 0, 0, 0, 0]
+    with pytest.raises(ValueError, match="4 counts for 5 slices"):
+        timeline().fill([1, 2, 3, 4])
+
+
+@pytest.mark.parametrize(
+    ("target", "counts", "expected"),
+    [
+        ("x * 1e308 * 10", [5, 0, -5], [math.inf, 0.0, -math.inf]),
+        ("sum(x * 1e308 * 10)", [5, 0, -5], [math.nan]),  # inf + -inf: fsum refuses
+        ("sum(x * 1e308)", [1, 1, 0], [math.inf]),  # fsum overflows: the plain sum is inf
+        ("avg(x * 1e308)", [1, 1, 0], [math.inf]),
+        ("x * x * x * x * x * x * x * x * x * x", [10**10, 0, 1], [1e100, 0.0, 1.0]),
+        ("sum(x * 1e308 * 10) / sum(x * 1e308 * 10)", [5, 0, 1], [math.nan]),  # inf / inf
+        ("x / 0", [5, 0, 1], [None, None, None]),
+    ],
+)
+def test_overflow_yields_inf_or_nan_never_an_error(
+    target: str, counts: list[int], expected: list[float | None]
+) -> None:
+    node = parse(target)
+    tl = Timeline(60, range(T0, T0 + 60, 60), T0 + 100, T0)
+    data = [Series("x", {"k": str(i)}, [count]) for i, count in enumerate(counts)]
+    out = evaluate(node, {fetch: data for fetch in fetches(node)}, tl)
+    values = [v for s in out for v in s.values]
+    assert len(values) == len(expected)
+    for value, want in zip(values, expected, strict=True):
+        if want is None or value is None:
+            assert value is want
+            continue
+        assert isinstance(value, float)
+        assert (math.isnan(value) and math.isnan(want)) or value == want

@@ -3,25 +3,51 @@
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
-from slicecount.datasource.evaluate import Series, Timeline
+import pytest
+
+from slicecount.datasource.evaluate import Series, Timeline, Value
 from slicecount.datasource.frames import (
     annotation_table,
+    datapoints,
     legacy_annotations,
     number,
+    points_template,
     table,
     timeseries,
 )
+from slicecount.datasource.render import render
 
 T0 = 1_700_000_040  # a multiple of 60
 TIMELINE = Timeline(60, range(T0, T0 + 180, 60), now=T0 + 150, oldest=T0)
 
 
-def test_numbers_whole_values_as_integers() -> None:
+def test_numbers_whole_values_as_integers_and_not_finite_as_null() -> None:
     assert number(None) is None
     assert number(60.0) == 60 and isinstance(number(60.0), int)
     assert number(0.5) == 0.5
+    assert number(7) == 7 and isinstance(number(7), int)
+    assert number(math.inf) is None and number(-math.inf) is None and number(math.nan) is None
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        [60, None, 0, 3],  # counts as read: ints and None
+        [60.0, 0.5, None, -2.25, 1e16, 1e-7, 123456789.125, 2.0**60],
+        [math.inf, 1.0, math.nan, -math.inf, None],
+        [5, 2.5, None, 7.0, 2**70, -(2**63)],  # mixed, and ints past 64 bits
+        [],
+    ],
+)
+def test_datapoints_text_is_what_json_dumps_writes(values: list[Value]) -> None:
+    stamps = [(T0 + 60 * i) * 1000 for i in range(len(values))]
+    plain = [[number(v), t] for v, t in zip(values, stamps, strict=True)]
+    expected = json.dumps(plain, allow_nan=False, separators=(",", ":"))
+    template = points_template([T0 + 60 * i for i in range(len(values))])
+    assert datapoints(values, template) == expected
 
 
 def test_timeseries_one_frame_per_series_value_first_milliseconds_ascending() -> None:
@@ -30,7 +56,7 @@ def test_timeseries_one_frame_per_series_value_first_milliseconds_ascending() ->
         Series("", {}, [1.0, 2.0, 3.0]),
     ]
     frames = timeseries("A", series, TIMELINE)
-    assert frames == [
+    assert json.loads(render(frames)) == [
         {
             "target": 'http.requests{status="200"}',
             "refId": "A",
@@ -44,8 +70,8 @@ def test_timeseries_one_frame_per_series_value_first_milliseconds_ascending() ->
             "datapoints": [[1, T0 * 1000], [2, (T0 + 60) * 1000], [3, (T0 + 120) * 1000]],
         },
     ]
-    # strict JSON, the keys in the order Grafana's plugins have always received them
-    assert json.dumps(frames[0], allow_nan=False).startswith('{"target": ')
+    # compact JSON, the keys in the order Grafana's plugins have always received them
+    assert render(frames).startswith(b'[{"target":"http.requests{status=\\"200\\"}","refId":')
     assert list(frames[0]) == ["target", "refId", "tags", "datapoints"]
 
 

@@ -11,10 +11,11 @@ from slicecount.datasource.nodes import (
     Rate,
     Scalar,
     Selector,
+    depth,
     selectors,
     with_matchers,
 )
-from slicecount.datasource.query import parse
+from slicecount.datasource.query import MAX_DEPTH, parse
 from slicecount.errors import QueryError
 
 
@@ -124,3 +125,33 @@ def test_names_follow_the_data_model_of_series_ids() -> None:
         parse(":a")
     with pytest.raises(QueryError, match=r"invalid label name 'a\.b'"):
         Matcher.make("a.b", "=", "x")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "sum(" * 795 + "x" + ")" * 795,  # under the length limit, past the recursion limit
+        "sum(" * (MAX_DEPTH + 1) + "x" + ")" * (MAX_DEPTH + 1),
+        "rate(" * 799,  # never closed: refused while descending
+        "/".join(["x"] * 1500),  # a chain of operators is as deep as it is long
+        "*".join(["x"] + ["1"] * MAX_DEPTH),
+    ],
+)
+def test_nesting_is_bounded(text: str) -> None:
+    with pytest.raises(QueryError, match=f"nests more than {MAX_DEPTH} calls and operators deep"):
+        parse(text)
+
+
+def test_nesting_up_to_the_limit_parses() -> None:
+    node = parse("sum(" * (MAX_DEPTH - 1) + "x" + ")" * (MAX_DEPTH - 1))
+    assert depth(node) == MAX_DEPTH
+    assert depth(parse("/".join(["x"] * MAX_DEPTH))) == MAX_DEPTH
+    assert depth(parse("x")) == 1 and depth(parse("a / b * 100")) == 3
+
+
+def test_numbers_must_be_finite() -> None:
+    with pytest.raises(QueryError, match="number 1e400 is out of range"):
+        parse("1e400")
+    with pytest.raises(QueryError, match="out of range"):
+        parse("x * 1e309")
+    assert parse("x * 1e308") == Binary("*", Selector(("x",)), Scalar(1e308))

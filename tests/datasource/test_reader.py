@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Awaitable, Sequence
 from typing import Any, TypeVar
 
@@ -11,7 +12,7 @@ import pytest
 from slicecount.config import Settings
 from slicecount.datasource import endpoints
 from slicecount.datasource.protocol import LimitExceeded, Limits
-from slicecount.datasource.reader import Reader, all_done
+from slicecount.datasource.reader import READS_IN_FLIGHT, Reader, all_done
 from slicecount.store import Store
 from slicecount.store_async import AsyncStore
 from tests.datasource.conftest import HOUR, NOW, legacy_body, write_known_data
@@ -21,22 +22,25 @@ T = TypeVar("T")
 
 class CountingStore(AsyncStore):
     """A real AsyncStore that records its discovery, read and annotation calls, and how many
-    of them were under way at once."""
+    of them (and of reads alone) were under way at once."""
 
     def __init__(self, settings: Settings) -> None:
         super().__init__(settings, clock=lambda: NOW)
         self.calls: list[tuple[Any, ...]] = []
-        self.in_flight = 0
+        self.in_flight: list[str] = []
         self.most_in_flight = 0
+        self.most_reads_in_flight = 0
 
     async def _track(self, call: tuple[Any, ...], work: Awaitable[T]) -> T:
         self.calls.append(call)
-        self.in_flight += 1
-        self.most_in_flight = max(self.most_in_flight, self.in_flight)
+        self.in_flight.append(call[0])
+        self.most_in_flight = max(self.most_in_flight, len(self.in_flight))
+        reads = self.in_flight.count("read")
+        self.most_reads_in_flight = max(self.most_reads_in_flight, reads)
         try:
             return await work
         finally:
-            self.in_flight -= 1
+            self.in_flight.remove(call[0])
 
     async def series(self, name: str, precision: int) -> list[str]:
         return await self._track(("series", name, precision), super().series(name, precision))
@@ -76,7 +80,7 @@ async def answer(
     store = CountingStore(settings)
     async with store:
         reader = Reader(store, Limits(), clock=lambda: NOW, ttl=ttl)
-        return [await endpoints.query(reader, body) for body in bodies], store
+        return [json.loads((await endpoints.query(reader, body)).body) for body in bodies], store
 
 
 @pytest.fixture
@@ -153,3 +157,74 @@ def test_a_failure_cancels_the_calls_still_under_way() -> None:
 
     slow_task = asyncio.run(asyncio.wait_for(scenario(), 2))
     assert slow_task.cancelled() and finished == []
+
+
+def test_over_the_work_budget_nothing_is_read(data: Settings) -> None:
+    # A: 3 series, B: 2, D: 3 buckets, each of 61 points; C: 1 series of 13 five-minute points
+    body = legacy_body(TARGETS, NOW - HOUR, NOW)
+
+    async def scenario(budget: int) -> CountingStore:
+        counting = CountingStore(data)
+        async with counting:
+            reader = Reader(counting, Limits(max_request_points=budget), clock=lambda: NOW)
+            try:
+                await endpoints.query(reader, body)
+            except LimitExceeded as exc:
+                assert "reads 501 points" in str(exc) and "max_request_points = 500" in str(exc)
+            return counting
+
+    assert asyncio.run(scenario(500)).kinds() == ["series"] * 3  # discovered, never read
+    assert asyncio.run(scenario(501)).kinds() == ["series"] * 3 + ["read", "read", "annotations"]
+
+
+def heavy_body(series: int, points: int) -> dict[str, Any]:
+    target = {"target": "load", "refId": "A", "payload": {"precision": "1"}}
+    return legacy_body([target], NOW - points + 1, NOW)
+
+
+@pytest.fixture
+def load(settings: Settings, store: Store) -> Settings:
+    """50 series of 600 one-second slices: 30 000 points, read in chunks of 16 384 at most."""
+    store.apply({f'load{{i="{i}"}}': {NOW - s: 1 for s in range(600)} for i in range(50)})
+    return settings.with_changes(retention={1: 1000, 5: 120, 60: 120, 300: 120, 3600: 120,
+                                            18000: 120, 86400: 120})  # fmt: skip
+
+
+@pytest.mark.parametrize("turns", [1, 2])
+def test_heavy_requests_take_turns(load: Settings, turns: int) -> None:
+    """Two heavy requests at once: with one turn, the reads of one never overlap the other's."""
+    limits = Limits(max_inline_points=10_000, heavy_requests=turns)
+    body = heavy_body(50, 600)
+
+    async def scenario() -> tuple[CountingStore, list[Any]]:
+        counting = CountingStore(load)
+        async with counting:
+            reader = Reader(counting, limits, clock=lambda: NOW)
+            answers = await asyncio.gather(*(endpoints.query(reader, body) for _ in range(2)))
+            return counting, [json.loads(a.body) for a in answers]
+
+    store, (first, second) = asyncio.run(scenario())
+    assert first == second and len(first) == 50 and len(first[0]["datapoints"]) == 600
+    assert store.kinds().count("read") == 2 * 2  # 30 000 points: 2 chunks of 27 series at most
+    assert store.most_reads_in_flight == READS_IN_FLIGHT * turns
+
+
+def test_light_requests_do_not_wait_behind_heavy_ones(load: Settings) -> None:
+    limits = Limits(max_inline_points=10_000, heavy_requests=1)
+    light = legacy_body([{"target": 'load{i="7"}', "refId": "A"}], NOW - HOUR, NOW)
+
+    async def scenario() -> None:
+        counting = CountingStore(load)
+        async with counting:
+            reader = Reader(counting, limits, clock=lambda: NOW)
+            async with reader.heavy():  # every heavy turn taken
+                heavy = asyncio.ensure_future(endpoints.query(reader, heavy_body(50, 600)))
+                answer = await asyncio.wait_for(endpoints.query(reader, light), 10)
+                assert len(json.loads(answer.body)) == 1
+                await asyncio.sleep(0.05)
+                assert not heavy.done()  # still waiting for its turn
+                assert ("read", 60, 1) in counting.calls  # the light one, at 60 s slices
+                assert not [c for c in counting.calls if c[:2] == ("read", 1)]
+            assert len(json.loads((await heavy).body)) == 50
+
+    asyncio.run(scenario())

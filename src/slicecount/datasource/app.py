@@ -8,7 +8,6 @@ Endpoints of both the legacy SimpleJSON plugin and simpod-json-datasource; see
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
@@ -25,9 +24,11 @@ from starlette.staticfiles import StaticFiles
 from slicecount.config import Settings
 from slicecount.datasource import endpoints
 from slicecount.datasource.auth import TokenAuth
+from slicecount.datasource.body import parse_json
 from slicecount.datasource.openapi import openapi_document
 from slicecount.datasource.protocol import LimitExceeded, Limits, require_object
 from slicecount.datasource.reader import Reader
+from slicecount.datasource.render import Rendered, render
 from slicecount.errors import ConfigurationError, QueryError, StoreError
 from slicecount.store_async import AsyncStore
 
@@ -36,27 +37,38 @@ logger = logging.getLogger("slicecount.datasource")
 Handler = Callable[[Reader, Mapping[str, Any]], Awaitable[Any]]
 
 
+class JSON(JSONResponse):
+    """Starlette's JSONResponse, bytes for bytes, that also sends an answer encoded beforehand
+    and escapes a lone surrogate echoed from the request instead of failing on it."""
+
+    def render(self, content: Any) -> bytes:
+        return content.body if isinstance(content, Rendered) else render(content)
+
+
 def _endpoint(reader: Reader, handler: Handler) -> Callable[[Request], Awaitable[Response]]:
     """The route of one endpoint: the body read within limits, errors mapped to statuses."""
 
     async def endpoint(request: Request) -> Response:
         try:
             body = await _read_json(request, reader.limits)
-            return JSONResponse(await handler(reader, body))
+            return JSON(await handler(reader, body))
         except LimitExceeded as exc:
-            return JSONResponse({"message": str(exc)}, status_code=422)
+            return JSON({"message": str(exc)}, status_code=422)
         except (QueryError, ConfigurationError) as exc:
-            return JSONResponse({"message": str(exc)}, status_code=400)
+            return JSON({"message": str(exc)}, status_code=400)
         except StoreError as exc:
             logger.warning("redis unavailable: %s", exc)
-            return JSONResponse({"message": f"redis unavailable: {exc}"}, status_code=503)
+            return JSON({"message": f"redis unavailable: {exc}"}, status_code=503)
+        except Exception as exc:  # a bug: answered here, so the connection stays open
+            logger.exception("datasource failed on %s", request.url.path)
+            return JSON({"message": f"internal error: {type(exc).__name__}"}, status_code=500)
 
     return endpoint
 
 
 async def _read_json(request: Request, limits: Limits) -> Mapping[str, Any]:
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limits.max_body_bytes:
+    declared = request.headers.get("content-length", "")
+    if declared.isascii() and declared.isdigit() and int(declared) > limits.max_body_bytes:
         raise QueryError(_too_big(int(declared), limits))
     chunks, size = [], 0
     async for chunk in request.stream():
@@ -67,11 +79,7 @@ async def _read_json(request: Request, limits: Limits) -> Mapping[str, Any]:
     raw = b"".join(chunks)
     if not raw.strip():
         return {}
-    try:
-        body = json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise QueryError(f"request body is not valid JSON: {exc}") from None
-    return require_object(body)
+    return require_object(parse_json(raw))
 
 
 def _too_big(size: int, limits: Limits) -> str:
@@ -87,20 +95,20 @@ async def health(request: Request) -> Response:
     accept = request.headers.get("accept", "")
     if "text/html" in accept and request.method == "GET":
         return HTMLResponse((UI / "index.html").read_text(encoding="utf-8"))
-    return JSONResponse({"status": "ok", "service": "slicecount datasource"})
+    return JSON({"status": "ok", "service": "slicecount datasource"})
 
 
 async def not_found(request: Request, exc: Exception) -> Response:
-    return JSONResponse({"message": f"no such endpoint: {request.method} {request.url.path}"}, 404)
+    return JSON({"message": f"no such endpoint: {request.method} {request.url.path}"}, 404)
 
 
 async def method_not_allowed(request: Request, exc: Exception) -> Response:
-    return JSONResponse({"message": f"{request.method} is not allowed on {request.url.path}"}, 405)
+    return JSON({"message": f"{request.method} is not allowed on {request.url.path}"}, 405)
 
 
 async def server_error(request: Request, exc: Exception) -> Response:
     logger.exception("datasource failed on %s", request.url.path, exc_info=exc)
-    return JSONResponse({"message": f"internal error: {type(exc).__name__}"}, 500)
+    return JSON({"message": f"internal error: {type(exc).__name__}"}, 500)
 
 
 ROUTES: dict[str, Handler] = {
@@ -128,7 +136,7 @@ def create_app(
     reader = Reader(store, limits or Limits(), clock)
 
     async def openapi(request: Request) -> Response:
-        return JSONResponse(openapi_document(reader.settings, reader.limits))
+        return JSON(openapi_document(reader.settings, reader.limits))
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:

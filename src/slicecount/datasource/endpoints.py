@@ -1,7 +1,7 @@
 """One function per POST endpoint: a checked JSON body in, a JSON-ready answer out.
 
-Each composes the pure steps (plan, discovery, evaluate, frames) around the Reader's I/O and
-raises QueryError (or LimitExceeded) for the app to map to 4xx. No HTTP framework here.
+Each composes the pure steps (plan, discovery, budget, evaluate, frames) around the Reader's I/O
+and raises QueryError (or LimitExceeded) for the app to map to 4xx. No HTTP framework here.
 """
 
 from __future__ import annotations
@@ -9,32 +9,63 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import anyio.to_thread
+
 from slicecount.datasource import discovery, frames
+from slicecount.datasource.budget import check_work, work_of
 from slicecount.datasource.evaluate import evaluate
-from slicecount.datasource.plan import AnnotationQuery, plan_query
+from slicecount.datasource.plan import (
+    AnnotationQuery,
+    Chosen,
+    QueryPlan,
+    SeriesQuery,
+    filled,
+    plan_query,
+)
 from slicecount.datasource.protocol import annotation_tags, parse_range, require_object
-from slicecount.datasource.reader import Reader
+from slicecount.datasource.reader import Loaded, Reader
+from slicecount.datasource.render import Rendered, render
 from slicecount.errors import QueryError
 
 Body = Mapping[str, Any]
 
 
-async def query(reader: Reader, body: Body) -> list[dict[str, Any]]:
-    """/query: every target planned, read together, then evaluated; frames in target order."""
+async def query(reader: Reader, body: Body) -> Rendered:
+    """/query: every target planned, its series discovered and its work checked, then read
+    together and evaluated; frames in target order.
+
+    A heavy request (more than ``max_inline_points``) waits for its turn, then is evaluated
+    and encoded in a worker thread: the event loop stays free for light requests."""
     plan = plan_query(body, reader.settings, reader.limits, reader.clock())
-    loaded = await reader.load(plan)
-    answer: list[dict[str, Any]] = []
+    chosen = await reader.discover(plan)
+    work = check_work({q: work_of(q, chosen[q]) for q in plan.series_queries}, reader.limits)
+    if work.points <= reader.limits.max_inline_points:
+        loaded = await reader.read(plan, chosen)
+        return Rendered(render(answer(plan, chosen, loaded)))
+    async with reader.heavy():
+        loaded = await reader.read(plan, chosen)
+        body_bytes = await anyio.to_thread.run_sync(lambda: render(answer(plan, chosen, loaded)))
+        return Rendered(body_bytes)
+
+
+def answer(
+    plan: QueryPlan, chosen: Mapping[SeriesQuery, Chosen], loaded: Loaded
+) -> list[dict[str, Any]]:
+    """The frames of every target from what was read. Pure."""
+    out: list[dict[str, Any]] = []
     for planned in plan.targets:
         ref_id = planned.target.ref_id
         if isinstance(planned, AnnotationQuery):
-            answer.append(frames.annotation_table(ref_id, loaded.annotations[planned]))
+            out.append(frames.annotation_table(ref_id, loaded.annotations[planned]))
             continue
-        series = evaluate(planned.node, loaded.series[planned], planned.timeline)
+        timeline = planned.timeline
+        data = filled(chosen[planned], timeline, loaded.counts.get(timeline, {}))
+        series = evaluate(planned.node, data, timeline)
         if planned.target.table:
-            answer.append(frames.table(ref_id, series))
+            out.append(frames.table(ref_id, series))
         else:
-            answer.extend(frames.timeseries(ref_id, series, planned.timeline))
-    return answer
+            out.extend(frames.timeseries(ref_id, series, timeline))
+    return out
 
 
 async def search(reader: Reader, body: Body) -> list[str]:

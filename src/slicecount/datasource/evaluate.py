@@ -2,15 +2,18 @@
 
 The plan asks ``fetches()`` which (selector, histogram?) pairs a tree needs, the Reader reads
 them, and ``evaluate()`` gets the filled series. Values are per slice: a count (0 for a missing
-field inside retention), or None before retention and after now (Grafana draws a gap).
+field inside retention), or None before retention and after now (Grafana draws a gap). Counts
+stay ints until arithmetic makes them floats; a result may overflow to inf or NaN (the frames
+show it as null), but evaluation never raises on one.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from bisect import bisect_left, bisect_right
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 from slicecount.datasource.nodes import (
     Aggregate,
@@ -23,7 +26,7 @@ from slicecount.datasource.nodes import (
 )
 from slicecount.histogram import LE_LABEL, parse_bound
 
-Value = float | None
+Value = int | float | None
 
 
 class Fetch(NamedTuple):
@@ -43,12 +46,19 @@ class Timeline:
     oldest: int  # start of the oldest slice inside retention
 
     def fill(self, raw: Sequence[int | None]) -> list[Value]:
-        """Counts as read (None = no field) -> 0 inside retention, None outside."""
-        low, now = self.oldest, self.now
-        return [
-            (float(v) if v is not None else (0.0 if low <= s <= now else None))
-            for s, v in zip(self.starts, raw, strict=True)
-        ]
+        """Counts as read (None = no field) -> 0 inside retention, None outside. With nothing to
+        fill, ``raw`` itself (values are never changed in place)."""
+        if len(raw) != len(self.starts):
+            raise ValueError(f"{len(raw)} counts for {len(self.starts)} slices")
+        # The slices from `oldest` to `now` are a run of the timeline: fill only that run.
+        first = bisect_left(self.starts, self.oldest)
+        last = bisect_right(self.starts, self.now)
+        whole = first == 0 and last == len(raw)
+        inside = raw if whole else raw[first:last]
+        if None not in inside:  # the usual case: no copy of what was read
+            return cast("list[Value]", raw) if isinstance(raw, list) else list(raw)
+        filled: list[Value] = [0 if v is None else v for v in inside]
+        return filled if whole else [*raw[:first], *filled, *raw[last:]]
 
 
 @dataclass
@@ -109,8 +119,8 @@ def _binary(op: str, left: list[Series], right: list[Series]) -> list[Series]:
         if a is None or b is None:
             return None
         if op == "*":
-            return a * b
-        return a / b if b != 0 else None  # x/0 has no value: a gap, never NaN or Inf
+            return float(a) * b  # a float overflows to inf; an int product would grow unbounded
+        return a / b if b != 0 else None  # x/0 has no value: a gap
 
     def combine(a: Series, b: Series) -> Series:
         values = [apply(x, y) for x, y in zip(a.values, b.values, strict=True)]
@@ -142,13 +152,23 @@ def _rate(series: Series, timeline: Timeline) -> Series:
     return Series(series.name, series.labels, out)
 
 
+def fsum(values: Iterable[float]) -> float:
+    """``math.fsum``, or the plain sum when it refuses (overflow, or inf and -inf together):
+    then the result is inf or NaN, which the frames show as null."""
+    values = list(values)
+    try:
+        return math.fsum(values)
+    except (OverflowError, ValueError):
+        return sum(map(float, values))
+
+
 def _combine(op: str, column: list[float]) -> Value:
     if not column:
         return None
     if op == "sum":
-        return math.fsum(column)
+        return fsum(column)
     if op == "avg":
-        return math.fsum(column) / len(column)
+        return fsum(column) / len(column)
     if op == "max":
         return max(column)
     if op == "min":
@@ -199,8 +219,8 @@ def quantile(q: float, bounds: Sequence[float], counts: Sequence[Value]) -> Valu
     present = [c for c in counts if c is not None]
     if not present:
         return None
-    total = math.fsum(present)
-    if total <= 0:
+    total = fsum(present)
+    if not total > 0:  # NaN too
         return None
     rank = q * total
     cumulative, lower = 0.0, 0.0

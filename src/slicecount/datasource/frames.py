@@ -2,16 +2,20 @@
 
 Time series ``{"target", "refId", "tags", "datapoints": [[value, epoch_ms], ...]}``, tables
 ``{"type": "table", "refId", "columns", "rows"}``, and the legacy ``/annotations`` items; see
-GRAFANA-PROTOCOL.md §4 and §5. Every frame echoes its ``refId``.
+GRAFANA-PROTOCOL.md §4 and §5. Every frame echoes its ``refId``. A value that is not finite
+(``1e400``, ``x * 1e308 * 10``) is ``null``: JSON has no Infinity and Grafana draws a gap.
 """
 
 from __future__ import annotations
 
+import math
+from array import array
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 from slicecount.datasource.discovery import label_names
-from slicecount.datasource.evaluate import Series, Timeline
+from slicecount.datasource.evaluate import Series, Timeline, Value
+from slicecount.datasource.render import Fragment
 
 Annotation = Mapping[str, Any]
 """An annotation as the store returns it: ``time`` (ms), optional ``timeEnd``, ``title``,
@@ -27,25 +31,53 @@ ANNOTATION_COLUMNS = (
 """The field names Grafana maps an annotation table by (simPod's annotations via /query)."""
 
 
-def number(value: float | None) -> float | int | None:
-    """Whole values as integers (``60``, not ``60.0``): counts read as counts."""
-    if value is None:
-        return None
-    return int(value) if value.is_integer() else value
+def number(value: Value) -> float | int | None:
+    """Whole values as integers (``60``, not ``60.0``): counts read as counts; a value that
+    is not finite as None."""
+    if value is None or isinstance(value, int):
+        return value
+    if value.is_integer():
+        return int(value)
+    return value if math.isfinite(value) else None
 
 
 def timeseries(ref_id: str, series: Sequence[Series], timeline: Timeline) -> list[dict[str, Any]]:
     """One time series frame per series, points in ascending time (ms)."""
-    stamps = [s * 1000 for s in timeline.starts]
+    template = points_template(timeline.starts)
     return [
         {
             "target": s.legend(),
             "refId": ref_id,
             "tags": s.labels,
-            "datapoints": [[number(v), t] for v, t in zip(s.values, stamps, strict=True)],
+            "datapoints": Fragment(datapoints(s.values, template)),
         }
         for s in series
     ]
+
+
+def points_template(starts: Sequence[int]) -> str:
+    """``[[%s,<ms>],...]`` for slices ``starts``: the datapoints of a series are its values
+    put in by one ``%`` (in C, with no list per point: 500 000 points take ~30 ms)."""
+    return "[" + ",".join([f"[%s,{start * 1000}]" for start in starts]) + "]"
+
+
+def datapoints(values: Sequence[Value], template: str) -> str:
+    """The datapoints of ``values`` as JSON text, exactly as ``json.dumps`` writes them: ``%s``
+    of an int, or of a float that is not whole, is its JSON text; None becomes null."""
+    if _all_ints(values):  # counts as they were stored: the usual case, checked in C
+        return template % tuple(values)
+    if float in map(type, values):
+        values = [number(v) for v in values]
+    return (template % tuple(values)).replace("[None,", "[null,")  # the rest is digits
+
+
+def _all_ints(values: Sequence[Value]) -> bool:
+    """True when every value is an int of 64 bits (no None, no float), without a Python loop."""
+    try:
+        array("q", cast("Sequence[int]", values))  # refuses anything else with TypeError
+    except (TypeError, OverflowError):
+        return False
+    return True
 
 
 def table(ref_id: str, series: Sequence[Series]) -> dict[str, Any]:

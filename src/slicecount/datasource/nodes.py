@@ -130,6 +130,21 @@ class Binary:
 Node = Selector | Rate | Aggregate | Quantile | Scalar | Binary
 
 
+def depth(node: Node) -> int:
+    """Levels of the tree (a selector alone is 1), counted without recursion: a tree too deep
+    to recurse over is measured before anything recurses over it."""
+    deepest = 0
+    stack = [(node, 1)]
+    while stack:
+        item, level = stack.pop()
+        deepest = max(deepest, level)
+        if isinstance(item, Binary):
+            stack += [(item.left, level + 1), (item.right, level + 1)]
+        elif isinstance(item, Rate | Aggregate | Quantile):
+            stack.append((item.arg, level + 1))
+    return deepest
+
+
 def selectors(node: Node) -> list[Selector]:
     """Every selector of a tree, left to right."""
     if isinstance(node, Selector):

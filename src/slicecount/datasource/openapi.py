@@ -152,7 +152,10 @@ def openapi_document(settings: Settings, limits: Limits) -> dict[str, Any]:
                 "Grafana JSON datasource (SimpleJSON and simpod-json-datasource) answering "
                 "from slicecount's Redis counters. Limits: body "
                 f"{limits.max_body_bytes} bytes, {limits.max_targets} targets, "
-                f"{limits.max_series} series per query, {limits.max_points} points per series."
+                f"{limits.max_series} series per query, {limits.max_points} points per series; "
+                f"work budget of a request: {limits.max_request_points} points read (series x "
+                f"points per series, summed over its targets) and {limits.max_computed_points} "
+                "computed by its functions and operators (422 past either)."
             ),
         },
         "paths": paths,

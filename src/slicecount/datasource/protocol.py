@@ -30,6 +30,12 @@ _REGEX_SPECIALS = re.compile(r"([\\^$*+?.()|\[\]{}/])")
 _MATCHES_NOTHING = r"[^\x00-\x{10FFFF}]"  # a class no character is in: RE2 has no (?!)
 
 
+MAX_EPOCH_MS = 253_402_300_799_999
+"""The last millisecond of year 9999: later times (and huge digit strings) are refused."""
+MAX_NUMBER = 1e15
+"""Largest ``intervalMs`` or ``maxDataPoints`` accepted (a float can hold it exactly)."""
+
+
 @dataclass(frozen=True)
 class Limits:
     """Bounds on the work one request may cause; each breach is a 4xx naming the limit."""
@@ -39,6 +45,17 @@ class Limits:
     max_series: int = 500
     max_points: int = 11_000
     max_range_seconds: float = 10 * 366 * 86400
+    max_request_points: int = 500_000
+    """The work budget: points one /query may read, series x points per series summed over
+    its targets (500 series of 1 000 points), checked before any slice is read."""
+    max_computed_points: int = 2_000_000
+    """Points its functions and operators may compute (each node's series x points), so that
+    ``x * 1 * 1 * ...`` cannot multiply the work of what was read."""
+    max_inline_points: int = 20_000
+    """A /query reading and computing more points than this is heavy: it waits its turn and is
+    evaluated and encoded in a worker thread, leaving the event loop to light requests."""
+    heavy_requests: int = 1
+    """Heavy requests served at once; later ones queue in arrival order."""
 
 
 @dataclass(frozen=True)
@@ -63,25 +80,42 @@ def require_object(body: object, what: str = "request body") -> Mapping[str, Any
 
 
 def parse_time(value: object, what: str) -> float:
-    """ISO-8601 (``2024-06-06T09:05:02.250Z``) or epoch milliseconds -> epoch seconds."""
+    """ISO-8601 (``2024-06-06T09:05:02.250Z``) or epoch milliseconds -> epoch seconds, from
+    1970 to the end of year 9999."""
     if isinstance(value, bool):
-        raise QueryError(f"{what} must be an ISO-8601 time or epoch milliseconds, got {value!r}")
+        raise QueryError(_not_a_time(value, what))
     if isinstance(value, int | float):
-        seconds = value / 1000
+        millis: float = value
     elif isinstance(value, str):
         text = value.strip()
-        if text.isdigit():
-            seconds = int(text) / 1000
+        if text.isascii() and text.isdigit():  # isdigit() alone admits "²", which int() refuses
+            # Past 16 digits it is out of range anyway: never convert a huge digit string.
+            millis = int(text) if len(text) <= 16 else math.inf
         else:
             try:
                 seconds = datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
-            except ValueError:
-                raise QueryError(f"{what} is not an ISO-8601 time: {value!r}") from None
+            except (ValueError, OverflowError, OSError):  # naive year-1 times overflow mktime
+                raise QueryError(f"{what} is not an ISO-8601 time: {_short(value)}") from None
+            millis = seconds * 1000  # only checked: the seconds are returned as parsed
+            if 0 <= millis <= MAX_EPOCH_MS:
+                return seconds
     else:
-        raise QueryError(f"{what} must be an ISO-8601 time or epoch milliseconds, got {value!r}")
-    if not math.isfinite(seconds) or seconds < 0:
-        raise QueryError(f"{what} is out of range: {value!r}")
-    return seconds
+        raise QueryError(_not_a_time(value, what))
+    if not 0 <= millis <= MAX_EPOCH_MS:  # NaN fails too
+        raise QueryError(
+            f"{what} is out of range: {_short(value)} (from 1970 to year 9999, or epoch "
+            f"milliseconds up to {MAX_EPOCH_MS})"
+        )
+    return millis / 1000
+
+
+def _not_a_time(value: object, what: str) -> str:
+    return f"{what} must be an ISO-8601 time or epoch milliseconds, got {_short(value)}"
+
+
+def _short(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else f"{text[:40]}... ({len(text)} characters)"
 
 
 def parse_range(body: Mapping[str, Any], limits: Limits, key: str = "range") -> tuple[float, float]:
@@ -106,8 +140,11 @@ def positive_number(body: Mapping[str, Any], key: str) -> float | None:
     value = body.get(key)
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
-        raise QueryError(f"'{key}' must be a non-negative number, got {value!r}")
+    number = isinstance(value, int | float) and not isinstance(value, bool)
+    if not number or not 0 <= value <= MAX_NUMBER:
+        raise QueryError(
+            f"'{key}' must be a number from 0 to {MAX_NUMBER:.0e}, got {_short(value)}"
+        )
     return float(value) or None
 
 
@@ -234,4 +271,11 @@ def annotation_tags(query: object) -> list[str]:
     """An annotation query is space- or comma-separated tags, ``#`` optional; empty = all."""
     if not isinstance(query, str):
         return []
-    return [t.lstrip("#") for t in re.split(r"[\s,]+", query) if t.lstrip("#")]
+    tags = [t.lstrip("#") for t in re.split(r"[\s,]+", query) if t.lstrip("#")]
+    for tag in tags:
+        if not tag.isascii():
+            try:
+                tag.encode("utf-8")  # a tag is sent to Redis: a lone surrogate cannot be
+            except UnicodeEncodeError:
+                raise QueryError(f"annotation tag {tag!r} is not valid Unicode text") from None
+    return tags

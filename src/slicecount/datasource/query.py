@@ -13,6 +13,7 @@ one or more metrics. The tree it builds is ``nodes``.
 
 from __future__ import annotations
 
+import math
 import re
 
 from slicecount.datasource.nodes import (
@@ -24,12 +25,16 @@ from slicecount.datasource.nodes import (
     Rate,
     Scalar,
     Selector,
+    depth,
 )
 from slicecount.errors import QueryError
 from slicecount.series import is_label_name, is_metric_name
 
 MAX_QUERY_LENGTH = 4000
 """Longest target string accepted."""
+MAX_DEPTH = 64
+"""Deepest query tree accepted: nested calls plus chained operators (``a / b * c`` is 3 deep).
+Parsing, planning and evaluation recurse along it, so it must stay far below Python's limit."""
 AGGREGATIONS = ("sum", "avg", "max", "min", "count")
 
 _TOKEN = re.compile(
@@ -58,7 +63,13 @@ def parse(text: str) -> Node:
     parser = _Parser(text)
     node = parser.expression()
     parser.expect_end()
+    if depth(node) > MAX_DEPTH:
+        raise QueryError(_too_deep())
     return node
+
+
+def _too_deep() -> str:
+    return f"query nests more than {MAX_DEPTH} calls and operators deep"
 
 
 class _Parser:
@@ -76,6 +87,7 @@ class _Parser:
             self.tokens.append((kind, match.group(kind), match.start(kind)))
             pos = match.end()
         self.i = 0
+        self.calls = 0  # calls open around the current token: bounds this parser's recursion
 
     def peek(self, offset: int = 0) -> tuple[str, str, int]:
         index = self.i + offset
@@ -106,13 +118,24 @@ class _Parser:
         kind, value, _ = self.peek()
         if kind == "number":
             self.i += 1
-            return Scalar(float(value))
+            number = float(value)
+            if not math.isfinite(number):
+                raise QueryError(f"number {value[:40]} is out of range")
+            return Scalar(number)
         if kind == "name" and (self.peek(1)[1] == "(" or value in AGGREGATIONS):
             return self.function(value)
         return self.selector()
 
     def function(self, name: str) -> Node:
         pos = self.peek()[2]
+        self.calls += 1
+        if self.calls > MAX_DEPTH:
+            raise QueryError(_too_deep())
+        node = self.call(name, pos)
+        self.calls -= 1
+        return node
+
+    def call(self, name: str, pos: int) -> Node:
         self.take("name")
         if name in AGGREGATIONS:
             by = self.by_clause()

@@ -1,28 +1,30 @@
 """The datasource's one link to Redis: discovery (cached) and slice reads, through the AsyncStore.
 
-The Reader owns what every endpoint shares: the store (and its settings), the limits, the clock
-and the discovery cache. ``load`` runs a planned /query in two concurrent rounds: discover the
-series of every target, then read every slice group and annotation query.
+The Reader owns what every endpoint shares: the store (and its settings), the limits, the clock,
+the discovery cache and the turns of heavy requests. A planned /query takes two concurrent
+rounds: ``discover`` the series of every target, then (once the work is checked) ``read`` every
+slice group and annotation query, in chunks so that no reply holds the event loop for long.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from slicecount.config import Settings
 from slicecount.datasource.discovery import SeriesInfo
-from slicecount.datasource.evaluate import Fetch, Series
+from slicecount.datasource.evaluate import Timeline
 from slicecount.datasource.plan import (
     AnnotationQuery,
+    Chosen,
     MetricAt,
     QueryPlan,
     SeriesQuery,
     choose_series,
-    filled,
     group_reads,
     metrics_to_discover,
 )
@@ -36,6 +38,11 @@ CACHE_TTL = 2.0
 the same panels over and over, and a series that appears shows up within this delay."""
 ANNOTATION_LIMIT = 1000
 """Annotations returned for one panel at most."""
+READ_CHUNK_POINTS = 16_384
+"""Points asked of Redis in one read: its reply is parsed and converted on the event loop, in
+about 10 ms (a 500 000-point read in one piece would hold the loop for 400 ms)."""
+READS_IN_FLIGHT = 2
+"""Chunks of one request under way at once: Redis prepares one while the other is converted."""
 _MAX_PARSED = 100_000
 _MAX_CACHED = 10_000
 
@@ -44,10 +51,27 @@ T = TypeVar("T")
 
 @dataclass(frozen=True)
 class Loaded:
-    """What Redis answered for a plan, by planned query."""
+    """What Redis answered for a plan: counts by timeline and series id, annotations by query."""
 
-    series: dict[SeriesQuery, dict[Fetch, list[Series]]]
+    counts: dict[Timeline, dict[str, list[int | None]]]
     annotations: dict[AnnotationQuery, list[dict[str, Any]]]
+
+
+class Turns:
+    """At most ``size`` holders at once, the others waiting in arrival order. The semaphore is
+    made in the running loop (a test client may start a new loop for the same app)."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._gate: tuple[asyncio.AbstractEventLoop, asyncio.Semaphore] | None = None
+
+    @asynccontextmanager
+    async def __call__(self) -> AsyncIterator[None]:
+        loop = asyncio.get_running_loop()
+        if self._gate is None or self._gate[0] is not loop:
+            self._gate = (loop, asyncio.Semaphore(self.size))
+        async with self._gate[1]:
+            yield
 
 
 class Reader:
@@ -64,6 +88,7 @@ class Reader:
         self.limits = limits
         self.clock = clock
         self.ttl = ttl
+        self.heavy = Turns(limits.heavy_requests)
         self._cache: dict[Any, tuple[float, Any]] = {}
         self._parsed: dict[str, SeriesInfo] = {}
 
@@ -144,9 +169,9 @@ class Reader:
 
     # -- /query -----------------------------------------------------------------------------
 
-    async def load(self, plan: QueryPlan) -> Loaded:
-        """Read what ``plan`` needs: the series of every target discovered concurrently, the
-        series limit checked, then one read per slice group and the annotations, concurrently."""
+    async def discover(self, plan: QueryPlan) -> dict[SeriesQuery, Chosen]:
+        """The series each target reads, every (metric, precision) discovered concurrently;
+        LimitExceeded past the series limit, before anything is read."""
         queries = plan.series_queries
         wanted = metrics_to_discover(queries)
         found = [asyncio.ensure_future(self.series_of(name, p)) for name, p in wanted]
@@ -154,26 +179,36 @@ class Reader:
         discovered: dict[MetricAt, list[SeriesInfo]] = {
             key: task.result() for key, task in zip(wanted, found, strict=True)
         }
-        chosen = {query: choose_series(query, discovered, self.limits) for query in queries}
-        reads = {
-            slices: asyncio.ensure_future(
-                self.store.read(ids, slices.precision, slices.starts.start, slices.starts[-1])
-            )
+        return {query: choose_series(query, discovered, self.limits) for query in queries}
+
+    async def read(self, plan: QueryPlan, chosen: dict[SeriesQuery, Chosen]) -> Loaded:
+        """The slices of every chosen series, one read per (precision, slices) split into
+        chunks of READ_CHUNK_POINTS, and the annotations, concurrently."""
+        gate = asyncio.Semaphore(READS_IN_FLIGHT)
+
+        async def read_chunk(slices: Timeline, ids: list[str]) -> dict[str, list[int | None]]:
+            async with gate:
+                starts = slices.starts
+                return await self.store.read(ids, slices.precision, starts.start, starts[-1])
+
+        chunks = [
+            (slices, asyncio.ensure_future(read_chunk(slices, part)))
             for slices, ids in group_reads(chosen.items()).items()
-        }
+            for part in _chunks(ids, max(1, READ_CHUNK_POINTS // len(slices.starts)))
+        ]
         notes = {
             query: asyncio.ensure_future(self.annotations(plan.start, plan.end, query.tags))
             for query in plan.annotation_queries
         }
-        await all_done([*reads.values(), *notes.values()])
-        counts = {slices: task.result() for slices, task in reads.items()}
-        return Loaded(
-            series={
-                query: filled(selected, query.timeline, counts.get(query.timeline, {}))
-                for query, selected in chosen.items()
-            },
-            annotations={query: task.result() for query, task in notes.items()},
-        )
+        await all_done([*(task for _, task in chunks), *notes.values()])
+        counts: dict[Timeline, dict[str, list[int | None]]] = {}
+        for slices, task in chunks:
+            counts.setdefault(slices, {}).update(task.result())
+        return Loaded(counts, {query: task.result() for query, task in notes.items()})
+
+
+def _chunks(ids: list[str], size: int) -> list[list[str]]:
+    return [ids[i : i + size] for i in range(0, len(ids), size)]
 
 
 async def all_done(tasks: Sequence[asyncio.Future[Any]]) -> None:
