@@ -133,7 +133,8 @@ def test_reads_decode_raw_replies() -> None:
     _, found = drive(reading.series(CTX, "a", 60), ["0", ['60:a{x="1"}']])
     assert found == ["a", 'a{x="1"}']
     sent, counts = drive(reading.read(CTX, ["a"], 60, T0, T0 + 60), [["3", None]])
-    assert sent[0].commands == [("HMGET", "count:60:a", T0 - T0 % 60, T0 - T0 % 60 + 60)]
+    first = T0 - T0 % 60
+    assert sent[0].commands == [("HMGET", "count:60:a", str(first), str(first + 60))]
     assert counts == {"a": [3, None]}
     assert drive(reading.read(CTX, [], 60, T0, T0))[1] == {}  # nothing to send
 
