@@ -3,6 +3,8 @@ good counts of the same flushes all arrive (real redis-server)."""
 
 from __future__ import annotations
 
+import logging
+import threading
 import time
 
 import pytest
@@ -105,3 +107,43 @@ def test_a_flush_that_meets_a_bad_entry_writes_all_the_others(store: Store) -> N
     assert recorder.close()
     assert sum(n for _, n in store.get("good", 60)) == 2
     assert rejected(store) == {"error": 1}
+
+
+def test_ids_that_series_id_did_not_hand_out_are_refused(
+    store: Store, redis_client: redis.Redis
+) -> None:
+    recorder = Recorder(store, flush_interval=3600)
+    good = recorder.series_id("good", {"k": "v"})
+    recorder.add_ids([("bad\ud800", 1)])  # would fail to encode at flush time
+    recorder.add_ids([("", 5)])  # would register a member that names nothing
+    recorder.add_ids([(good, 3)])
+    assert recorder.close()
+    assert sum(n for _, n in store.get("good", 60, {"k": "v"})) == 3
+    assert rejected(store) == {"not_an_id": 6}
+    redis_client.zadd("known:", {"60:": 0, "60": 0})  # written by something else: ignored
+    assert "good" in store.names(60)
+
+
+def test_a_log_handler_that_counts_cannot_deadlock_the_overflow_warning(store: Store) -> None:
+    recorder = Recorder(store, flush_interval=3600, max_series_per_metric=1)
+
+    class Counting(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            recorder.add("log.records", 1, {"level": record.levelname})
+
+    handler = Counting()
+    logging.getLogger("slicecount").addHandler(handler)
+    try:
+        done = threading.Event()
+
+        def overflow() -> None:
+            recorder.add("m", 1, {"k": "a"})
+            recorder.add("m", 1, {"k": "b"})  # past the bound: warns while admitting
+            done.set()
+
+        threading.Thread(target=overflow, daemon=True).start()
+        assert done.wait(5), "add() deadlocked"
+    finally:
+        logging.getLogger("slicecount").removeHandler(handler)
+    assert recorder.close()
+    assert sum(n for _, n in store.get("log.records", 60, {"level": "WARNING"})) >= 1

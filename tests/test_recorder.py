@@ -281,3 +281,24 @@ def test_add_ids_counts_several_ids_at_once_and_rejects_bad_counts(store: Store)
     assert total(store, "pair", {"side": "a"}) == 2
     assert total(store, "pair", {"side": "b"}) == 3
     assert rejected(store) == {"not_a_count": 2}  # both entries of the refused call
+
+
+def _record_in_a_child(url: str) -> None:
+    recorder = Recorder(Store.from_url(url), flush_interval=3600)
+    recorder.add("child.events", 3, now=T0)  # returns without close(): the finalizer writes
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")  # 3.12+ warns on fork with threads
+def test_a_multiprocessing_child_writes_its_counts_on_the_way_out(
+    store: Store, settings: Settings
+) -> None:
+    import multiprocessing
+
+    Recorder(store)  # this process records too: the fork hook is registered
+    child = multiprocessing.get_context("fork").Process(
+        target=_record_in_a_child, args=(settings.redis_url,)
+    )
+    child.start()
+    child.join(30)
+    assert child.exitcode == 0
+    assert total(store, "child.events") == 3

@@ -46,3 +46,21 @@ def test_plain_batches_raise_the_first_refusal_and_noscript_apart() -> None:
         read(Batch([("GET", "a"), ("BAD",)]), "1", Exception("ERR unknown command"))
     with pytest.raises(ScriptMissing):
         read(Batch([("EVALSHA", "x", 0)]), ScriptMissing("no script"))
+
+
+def test_error_replies_that_refuse_every_write_are_passing() -> None:
+    from redis import exceptions
+
+    from slicecount.wire import refusal
+
+    for message in (
+        "MISCONF Redis is configured to save RDB snapshots, but it's currently unable to persist",
+        "@user_script: 1: -OOM command not allowed when used memory > 'maxmemory'.",
+        "BUSY Redis is busy running a script.",
+        "NOPERM this user has no permissions to run the 'evalsha' command",
+    ):
+        made = refusal(exceptions.ResponseError(message))
+        assert isinstance(made, Refusal) and made.transient, message
+    made = refusal(exceptions.ResponseError("WRONGTYPE Operation against a key"))
+    assert isinstance(made, Refusal) and not made.transient
+    assert isinstance(refusal(exceptions.NoScriptError("No matching script")), ScriptMissing)

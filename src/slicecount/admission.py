@@ -47,7 +47,13 @@ class Admission:
         self._lock = threading.Lock()
         self.ids: dict[Hashable, str] = {}
         """(name, label items) or name -> id: read without the lock (a dict get is atomic)."""
+        self.issued: set[str] = set()
+        """Every id handed out (overflow ids too): what ``Recorder.add_ids`` accepts."""
         self._admitted: dict[str, set[str]] = {}
+
+    def after_fork(self) -> None:
+        """A lock another thread held at fork time stays held in the child: take a new one."""
+        self._lock = threading.Lock()
 
     def series_id(self, name: str, labels: Labels | None) -> str:
         """The id to count (name, labels) into; ValueError naming a bad name or label."""
@@ -59,31 +65,38 @@ class Admission:
         key: Hashable = (name, tuple(labels.items())) if labels else name
         le = labels.get("le") if labels else None
         guard_id = series_id if le is None else encode(name, _without_le(labels))
-        with self._lock:
+        with self._lock:  # decide only: no logging, no encoding (a log handler may count too)
             admitted = self._admitted.get(name)
-            if admitted is None:
-                if len(self._admitted) >= self.max_metrics:
-                    raise ConfigurationError(
-                        f"metric {shown(name)} is past the {self.max_metrics} metric names this "
-                        "process records (max_metrics)",
-                        "too_many_metrics",
-                    )
-                admitted = self._admitted[name] = set()
-            if guard_id not in admitted:
-                if len(admitted) >= self.max_series_per_metric:
-                    self.warnings.once(
-                        f"overflow:{name}",
-                        "metric %r reached %d label sets in this process; further new label "
-                        'sets are counted as %s{overflow="true"}',
-                        name,
-                        self.max_series_per_metric,
-                        name,
-                    )
-                    overflow = OVERFLOW_LABELS if le is None else {**OVERFLOW_LABELS, "le": le}
-                    return encode(name, overflow)
-                admitted.add(guard_id)
-            self.ids[key] = series_id
-        return series_id
+            if admitted is None and len(self._admitted) >= self.max_metrics:
+                too_many = True
+            else:
+                too_many = False
+                if admitted is None:
+                    admitted = self._admitted[name] = set()
+                overflow = guard_id not in admitted and len(admitted) >= self.max_series_per_metric
+                if not overflow:
+                    admitted.add(guard_id)
+                    self.ids[key] = series_id
+                    self.issued.add(series_id)
+        if too_many:
+            raise ConfigurationError(
+                f"metric {shown(name)} is past the {self.max_metrics} metric names this "
+                "process records (max_metrics)",
+                "too_many_metrics",
+            )
+        if not overflow:
+            return series_id
+        self.warnings.once(
+            f"overflow:{name}",
+            "metric %r reached %d label sets in this process; further new label sets are "
+            'counted as %s{overflow="true"}',
+            name,
+            self.max_series_per_metric,
+            name,
+        )
+        folded = encode(name, OVERFLOW_LABELS if le is None else {**OVERFLOW_LABELS, "le": le})
+        self.issued.add(folded)
+        return folded
 
 
 def _without_le(labels: Labels | None) -> Mapping[str, LabelValue]:

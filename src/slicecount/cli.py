@@ -124,7 +124,7 @@ def cleaner(
         offset = now - time.time()
         clock = lambda: time.time() + offset  # noqa: E731
     store = Store(settings)
-    worker = Cleaner(store, interval, clock=clock, sweep_every=sweep_every)
+    worker = Cleaner(store, interval, clock=clock, writers_clock=time.time, sweep_every=sweep_every)
     signals = []
 
     def on_signal(signum: int, frame: object) -> None:

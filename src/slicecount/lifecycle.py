@@ -3,7 +3,8 @@
 The hooks register with the first Recorder, so importing slicecount changes nothing in the host
 process. After ``fork()`` every Recorder of the child starts empty (the parent's buffer is the
 parent's to write, and its flusher thread does not exist in the child); at interpreter exit
-every Recorder that still holds counts writes them.
+every Recorder that still holds counts writes them (in a ``multiprocessing`` child too, which
+skips atexit).
 """
 
 from __future__ import annotations
@@ -35,6 +36,9 @@ def track(recorder: Buffered) -> None:
         _hooks_registered = True
         os.register_at_fork(after_in_child=_reset_after_fork)
         atexit.register(_close_at_exit)
+        from multiprocessing import util
+
+        util.register_after_fork(_children, _finalize_in_child)
 
 
 def close_all(timeout: float = CLOSE_TIMEOUT) -> bool:
@@ -45,6 +49,21 @@ def close_all(timeout: float = CLOSE_TIMEOUT) -> bool:
 def _reset_after_fork() -> None:
     for recorder in list(_live):
         recorder.reset()
+
+
+class _Children:
+    """Owner of the multiprocessing hook (it keeps only a weak reference to one)."""
+
+
+_children = _Children()
+
+
+def _finalize_in_child(_: object) -> None:
+    # A multiprocessing child leaves through os._exit, past atexit; its finalizers run first.
+    # (Registered here, after multiprocessing cleared the ones the parent had.)
+    from multiprocessing import util
+
+    util.Finalize(None, _close_at_exit, exitpriority=10)
 
 
 def _close_at_exit() -> None:

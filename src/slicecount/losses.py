@@ -19,6 +19,12 @@ REJECTED_METRIC = "slicecount.rejected"
 not_a_count, count_range, time_range, not_an_id, too_many_metrics, redis (Redis refused the
 increment), error (anything else); each cause logged once."""
 
+REASONS = frozenset(
+    {"invalid_name", "invalid_label", "too_long", "not_utf8", "not_a_count", "count_range",
+     "time_range", "not_an_id", "too_many_metrics", "redis", "error"}
+)  # fmt: skip
+"""The values of ``reason``: a fixed set, so the loss series stay few."""
+
 Pending = dict[int, dict[str, int]]  # epoch second -> series id -> count
 
 

@@ -74,6 +74,10 @@ class Outbox:
             seq, chunk = self._queue[0]
             try:
                 written = store.write_chunk(chunk, self.writer, seq)
+            except (TypeError, ValueError) as exc:  # it cannot even be packed: never sent
+                logger.error("slicecount could not send a write of %d increments: %s",
+                             chunk.increments, exc)  # fmt: skip
+                lost += chunk.increments
             except StoreError as exc:
                 if not exc.permanent:
                     if not self.failing:

@@ -52,7 +52,7 @@ def series(ctx: Context, name: str, precision: int) -> Operation[list[str]]:
     for score, members in zip(replies[::2], replies[1::2], strict=True):
         if score is not None:
             found.add(name)
-        found.update(keys.parse_member(m).series_id for m in members)
+        found.update(_series_ids(ctx, members))
     return sorted(found)
 
 
@@ -66,11 +66,19 @@ def all_series(ctx: Context, precision: int) -> Operation[list[str]]:
         start = low
         while True:
             (members,) = yield Batch([("ZRANGEBYLEX", registry, start, high, "LIMIT", 0, PAGE)])
-            found.extend(keys.parse_member(m).series_id for m in members)
+            found.extend(_series_ids(ctx, members))
             if len(members) < PAGE:
                 break
             start = keys.lex_after(members[-1])
     return sorted(found)
+
+
+def _series_ids(ctx: Context, members: list[str]) -> Iterable[str]:
+    for member in members:
+        try:
+            yield ctx.keys.parse_member(member).series_id
+        except ValueError:
+            continue  # not a member we wrote: never a reason to fail a listing
 
 
 def names(ctx: Context, precision: int) -> Operation[list[str]]:

@@ -13,6 +13,7 @@ writer id of its own; at interpreter exit the buffer is flushed.
 
 from __future__ import annotations
 
+import heapq
 import logging
 import random
 import threading
@@ -25,6 +26,7 @@ from slicecount.batches import Clock
 from slicecount.errors import ConfigurationError
 from slicecount.losses import (
     DROPPED_METRIC,
+    REASONS,
     REJECTED_METRIC,
     Losses,
     Pending,
@@ -82,9 +84,11 @@ class Recorder:
         self._lock = threading.Lock()
         self._flush_lock = threading.Lock()
         self._pending: Pending = {}
+        self._seconds: list[int] = []  # heap of the buffered seconds
         self._size = 0
         self._losses = Losses()
         self._outbox.reset()
+        self._admission.after_fork()
         self._stop = threading.Event()
         self._jitter = random.Random()  # its own: never touch the app's global random state
         self._thread: threading.Thread | None = None
@@ -105,7 +109,7 @@ class Recorder:
             if n.__class__ is not int or not -9223372036854775808 <= n <= 9223372036854775807:
                 raise bad_count(n)
         except Exception as exc:  # a counting bug must never reach the caller's request
-            self.refuse(exc)
+            self.refuse(exc, _events(n))
             return
         self._add(now, series_id, n)
 
@@ -119,15 +123,16 @@ class Recorder:
         the middleware records per request. Never raises."""
         if not entries:
             return
+        issued = self._admission.issued
         for series_id, n in entries:
             if n.__class__ is not int or not -9223372036854775808 <= n <= 9223372036854775807:
-                self.refuse(bad_count(n), len(entries))
+                self.refuse(bad_count(n), sum(_events(m) for _, m in entries))
                 return
-            if series_id.__class__ is not str:
+            if series_id.__class__ is not str or series_id not in issued:
                 error = ConfigurationError(
-                    f"series id must be a str, got {shown(series_id)}", "not_an_id"
+                    f"{shown(series_id)} is not an id series_id() handed out", "not_an_id"
                 )
-                self.refuse(error, len(entries))
+                self.refuse(error, sum(_events(m) for _, m in entries))
                 return
         pairs = iter(entries)
         first_id, first_n = next(pairs)
@@ -137,6 +142,8 @@ class Recorder:
         """Count ``events`` lost to ``error`` as ``slicecount.rejected{reason}`` (the error's
         ``reason``, else "error"), logging each cause once. Never raises."""
         reason = getattr(error, "reason", "error")
+        if reason not in REASONS:
+            reason = "error"
         self._losses.refuse(reason, events)
         self._warnings.once(f"reject:{reason}", "slicecount refused an event: %s", error)
         if self._thread is None:
@@ -162,6 +169,7 @@ class Recorder:
                 if bucket is None:
                     self._check_second(second, now)
                     bucket = self._pending[second] = {}
+                    heapq.heappush(self._seconds, second)
                 while True:
                     count = bucket.get(series_id)
                     if count is None:
@@ -181,7 +189,7 @@ class Recorder:
             if self._thread is None:
                 self._start()
         except Exception as exc:
-            self.refuse(exc)
+            self.refuse(exc, n + (sum(m for _, m in more) if more is not None else 0))
 
     def _check_second(self, second: int, now: object) -> None:
         """A second seen for the first time lies between 2000 and ``max_future`` ahead: a
@@ -193,17 +201,19 @@ class Recorder:
             )
 
     def _drop_oldest(self) -> None:
-        """Drop buffered entries, oldest second first, until the bound holds (lock held)."""
-        pending = self._pending
-        while self._size > self.max_pending and pending:
-            oldest = min(pending)
-            bucket = pending[oldest]
+        """Drop buffered entries, oldest second first, until the bound holds (lock held). The
+        seconds wait in a heap: during a long outage every new entry drops one, in O(log n)."""
+        pending, seconds = self._pending, self._seconds
+        while self._size > self.max_pending and seconds:
+            oldest = seconds[0]
+            bucket = pending.get(oldest)
             while bucket and self._size > self.max_pending:
                 _, count = bucket.popitem()
                 self._size -= 1
                 self._losses.dropped += count
             if not bucket:
-                del pending[oldest]
+                pending.pop(oldest, None)
+                heapq.heappop(seconds)
 
     # -- the flusher ---------------------------------------------------------------------------
 
@@ -237,6 +247,7 @@ class Recorder:
                 return False
             with self._lock:
                 pending, self._pending, self._size = self._pending, {}, 0
+                self._seconds = []
                 batch = self._losses.write_into(pending, int(self._clock()))
             if not batch:
                 return True
@@ -325,5 +336,11 @@ class Recorder:
 
 
 close_all = lifecycle.close_all
+
+
+def _events(n: object) -> int:
+    """How many events a refused count stood for: n when it is a sound positive count."""
+    return n if n.__class__ is int and 0 < n <= 9223372036854775807 else 1
+
 
 __all__ = ["DROPPED_METRIC", "REJECTED_METRIC", "Recorder", "close_all"]

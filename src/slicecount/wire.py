@@ -61,11 +61,13 @@ TRANSIENT = (
 )
 """Error replies whose cause may pass: the same command may be sent again later."""
 TRANSIENT_CODES = re.compile(
-    r"(?:^|: -)(?:OOM|BUSY|LOADING|READONLY|MASTERDOWN|NOREPLICAS|TRYAGAIN|CLUSTERDOWN)\b"
+    r"(?:^|: -)(?:OOM|BUSY|LOADING|READONLY|MASTERDOWN|NOREPLICAS|TRYAGAIN|CLUSTERDOWN"
+    r"|MISCONF|NOPERM|NOAUTH)\b"
 )
 """The same, for error replies redis-py leaves as a plain ResponseError: a bare code, or one
 raised inside a script (Redis 6.2 raises OOM at a script's first write even under pcall,
-before anything is written)."""
+before anything is written). MISCONF (a failing RDB save stops writes) and NOPERM (an ACL
+being fixed) refuse every write of a script alike: nothing was written, so try again."""
 
 
 def refusal(error: exceptions.ResponseError) -> Exception:

@@ -42,3 +42,11 @@ def test_trim_modes() -> None:
 
 def test_annotations_live_as_long_as_the_longest_retention() -> None:
     assert annotation_cutoff(SETTINGS, 1_000_000_000) == 1_000_000_000 - 120 * 86400
+
+
+def test_the_horizon_follows_the_writers_clock_not_a_pinned_one() -> None:
+    settings = Settings(precisions=(60,), max_future=300)
+    pinned, today = 1_700_000_000, 1_700_086_400
+    trim = plan_trim(settings, 60, pinned, None, True, writers_now=today)
+    assert trim is not None and trim.horizon == today + 300 - (today + 300) % 60
+    assert plan_trim(settings, 60, pinned, None, True).horizon < today  # type: ignore[union-attr]

@@ -69,6 +69,7 @@ class Cleaner:
         interval: float = DEFAULT_INTERVAL,
         *,
         clock: Callable[[], float] = time.time,
+        writers_clock: Callable[[], float] | None = None,
         sweep_every: int = SWEEP_EVERY,
         owner: str | None = None,
     ) -> None:
@@ -77,6 +78,9 @@ class Cleaner:
         self.store = store
         self.interval = interval
         self.clock = clock
+        # The writers' clock bounds what is "ahead" (max_future): with --now pinned to a past
+        # time, today's slices are still today's, not the future.
+        self.writers_clock = writers_clock or (lambda: self.clock())
         self.sweep_every = max(1, sweep_every)
         self.owner = owner or f"{socket.gethostname()}:{os.getpid()}"
         # per (precision, mode): a 1 s hash costs far more to trim than a 1 day one
@@ -100,8 +104,11 @@ class Cleaner:
         previous = self.store.cleaner_cutoffs()
         sweep = index % self.sweep_every == 0
         settings = self.store.settings
+        ahead_of = self.writers_clock()
         for precision in due_precisions(settings, index, self.interval, every_precision):
-            trim = plan_trim(settings, precision, now, previous.get(precision), sweep)
+            trim = plan_trim(
+                settings, precision, now, previous.get(precision), sweep, max(now, ahead_of)
+            )
             if trim is None:
                 continue
             stats.precisions.append(precision)

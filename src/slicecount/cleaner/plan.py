@@ -45,13 +45,21 @@ def due_precisions(
 
 
 def plan_trim(
-    settings: Settings, precision: int, now: float, previous: int | None, sweep: bool
+    settings: Settings,
+    precision: int,
+    now: float,
+    previous: int | None,
+    sweep: bool,
+    writers_now: float | None = None,
 ) -> Trim | None:
     """How to trim ``precision`` at ``now``, given the cutoff the last complete pass reached;
-    None when nothing expired since then and no sweep is due."""
+    None when nothing expired since then and no sweep is due. Slices further than
+    ``max_future`` ahead of ``writers_now`` (default ``now``) go too: no writer makes them.
+    Writers and cleaners must share ``max_future``."""
     retention = settings.retention_for(precision)
     cutoff = oldest_kept(precision, retention, now)
-    horizon = slice_start(now + settings.max_future, precision)
+    ahead_of = now if writers_now is None else writers_now
+    horizon = slice_start(ahead_of + settings.max_future, precision)
     if sweep or previous is None or previous > cutoff:
         return Trim(precision, "full", cutoff, cutoff, horizon)
     if previous == cutoff:
