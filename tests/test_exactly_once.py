@@ -182,3 +182,32 @@ def test_connections_killed_while_big_batches_are_in_flight_lose_and_double_noth
             per_series = {sid: sum(n or 0 for n in counts) for sid, counts in read.items()}
             assert set(per_series.values()) == {sum(range(1, rounds + 1))}, precision
     store.close()
+
+
+def test_a_resend_reports_what_redis_refused_the_first_time(
+    store: Store, redis_client: redis.Redis
+) -> None:
+    from slicecount.writing import prepare
+
+    redis_client.set("count:60:clash", "not a hash")
+    chunks, _, _ = prepare(store.context, {1_700_000_000: {"clash": 1, "fine": 1}})
+    first = store.write_chunk(chunks[0], "w", 1)
+    again = store.write_chunk(chunks[0], "w", 1)  # the reply of the first was "lost"
+    assert first == (False, 1) and again == (True, 1)
+    assert sum(n for _, n in store.get("fine", 60)) == 1  # applied once
+
+
+def test_the_cleaner_forgets_writers_quiet_for_a_week(
+    store: Store, redis_client: redis.Redis
+) -> None:
+    from slicecount.cleaner import Cleaner
+    from slicecount.writing import WRITER_MEMORY
+
+    now = time.time()
+    redis_client.hset(
+        "writers:",
+        mapping={"old": f"5 0 {int(now - WRITER_MEMORY - 10)}", "new": f"9 0 {int(now)}"},
+    )
+    stats = Cleaner(store).run_once(every_precision=True)
+    assert stats is not None and stats.writers == 1
+    assert redis_client.hkeys("writers:") == ["new"]

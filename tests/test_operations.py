@@ -40,8 +40,8 @@ def decode(batch: Batch) -> tuple[ScriptCall, dict[str, set[str]], dict[str, dic
     increments per hash."""
     (call,) = batch.commands
     assert isinstance(call, ScriptCall) and call.name == "write"
-    args, registries = list(call.args), int(call.args[2])
-    sizes, a = args[3 : 3 + registries], 3 + registries
+    args, registries = list(call.args), int(call.args[3])
+    sizes, a = args[4 : 4 + registries], 4 + registries
     members: dict[str, set[str]] = {}
     for r, size in enumerate(sizes):
         items = args[a : a + size]
@@ -85,7 +85,7 @@ def test_a_buffer_over_several_seconds_sums_each_slice_once() -> None:
         "count:1:b": {T0: 2, T0 + 2: -2},  # b sums to 0 at 60 s: nothing to write there
     }
     assert members == {"known:": {"1:a", "60:a", "1:b"}}
-    assert call.keys[0] == "writer:w1" and call.args[0] == 7
+    assert call.keys[0] == "writers:" and call.args[:3] == ("w1", 7, T0)
     assert written == (False, 0) and out_of_range == 0
     assert drive(writing.write_chunk(CTX, chunk, "w1", 7), [[1, 0]])[1].duplicate
 

@@ -107,12 +107,12 @@ class KeySpace:
         self._layouts[cache_key] = layout
         return layout
 
-    def writer(self, writer_id: str, shard: int = 0) -> str:
-        """The STRING holding the last batch number a writer applied on ``shard`` (in the
-        shard's slot; it expires when the writer has been quiet for a while)."""
+    def writers(self, shard: int = 0) -> str:
+        """The HASH writer id -> its last applied batch number on ``shard`` (in the shard's
+        slot, so the write script touches one slot)."""
         if self.shards == 1:
-            return f"{self.prefix}writer:{writer_id}"
-        return f"{self.prefix}writer:{{{shard}}}:{writer_id}"
+            return f"{self.prefix}writers:"
+        return f"{self.prefix}writers:{{{shard}}}"
 
     def cleaner_cutoffs(self) -> str:
         """HASH precision -> the cutoff the last complete cleaner pass trimmed to."""

@@ -125,3 +125,4 @@ class Store(StoreBase[redis.Redis]):
     cleaner_cutoffs = _blocking(trimming.cleaner_cutoffs)
     save_cleaner_cutoff = _blocking(trimming.save_cleaner_cutoff)
     trim_annotations = _blocking(trimming.trim_annotations)
+    forget_writers = _blocking(trimming.forget_writers)

@@ -84,6 +84,13 @@ def save_cleaner_cutoff(ctx: Context, precision: int, cutoff: int) -> Operation[
     yield Batch([("HSET", ctx.keys.cleaner_cutoffs(), precision, cutoff)])
 
 
+def forget_writers(ctx: Context, before: float, shard: int = 0) -> Operation[int]:
+    """Forget the writers of ``shard`` quiet since ``before`` (epoch seconds); how many."""
+    call = ScriptCall("writers", (ctx.keys.writers(shard),), (int(before),))
+    (forgotten,) = yield Batch([call])
+    return int(forgotten)
+
+
 def trim_annotations(ctx: Context, before: float) -> Operation[int]:
     """Drop annotations older than ``before`` (epoch seconds); return how many went."""
     before_ms = int(before * 1000)

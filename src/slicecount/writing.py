@@ -20,9 +20,9 @@ from slicecount.series import Labels, encode, parse, shown
 CHUNK_INCREMENTS = 50_000
 """HINCRBYs per script call: big enough to amortise, small enough not to stall Redis (about
 40 ms of server time)."""
-WRITER_TTL_MS = 7 * 86_400_000
-"""How long Redis remembers a writer's last batch number after its last write: a batch in
-doubt for longer than this (Redis unreachable from its writer for a week) could apply twice."""
+WRITER_MEMORY = 7 * 86_400
+"""Seconds the cleaner keeps a quiet writer's last batch number: a batch in doubt for longer
+than this (Redis unreachable from its writer for a week) could apply twice."""
 MIN_TIME = 946_684_800
 """2000-01-01T00:00:00Z: no count is older (a smaller time is a unit mistake)."""
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
@@ -125,7 +125,8 @@ class Prepared(NamedTuple):
 
 
 class Written(NamedTuple):
-    """What one chunk did: applied before (a resend), and commands Redis refused."""
+    """What one chunk did: applied before (a resend), and commands Redis refused (when it
+    was applied, also for a resend)."""
 
     duplicate: bool
     refused: int
@@ -201,15 +202,16 @@ def write_chunk(
 ) -> Operation[Written]:
     """Apply one chunk (at most once per ``writer`` and ``seq`` when both are given)."""
     registries = list(chunk.members)
-    # Without a writer the key is never read, but it names the chunk's slot all the same.
-    writer_key = ctx.keys.writer(writer or "-", chunk.shard)
-    number = seq if writer is not None and seq is not None else ""
-    args: list[Any] = [number, WRITER_TTL_MS, len(registries)]
+    dedupe = writer is not None and seq is not None
+    # Without a writer the hash is never read, but it names the chunk's slot all the same.
+    args: list[Any] = [writer if dedupe else "", seq if dedupe else 0, int(ctx.clock())]
+    args.append(len(registries))
     args += [len(chunk.members[r]) for r in registries]
     for registry in registries:
         args += chunk.members[registry]
     args += chunk.slices
-    call = ScriptCall("write", (writer_key, *registries, *chunk.hashes), tuple(args))
+    keys = (ctx.keys.writers(chunk.shard), *registries, *chunk.hashes)
+    call = ScriptCall("write", keys, tuple(args))
     ((duplicate, refused),) = yield Batch([call])
     return Written(bool(duplicate), int(refused))
 

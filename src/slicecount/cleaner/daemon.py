@@ -20,6 +20,7 @@ from slicecount.cleaner.plan import (
 )
 from slicecount.errors import StoreError
 from slicecount.store import Store
+from slicecount.writing import WRITER_MEMORY
 
 logger = logging.getLogger("slicecount.cleaner")
 
@@ -45,6 +46,7 @@ class PassStats:
     calls: int = 0
     slowest_call_ms: float = 0.0
     annotations: int = 0
+    writers: int = 0
     seconds: float = 0.0
     interrupted: bool = False
 
@@ -56,6 +58,7 @@ class PassStats:
             "slicecount.cleaner.hashes_removed": self.removed,
             "slicecount.cleaner.full_trims": self.full,
             "slicecount.cleaner.bad_keys": self.bad,
+            "slicecount.cleaner.writers_forgotten": self.writers,
             "slicecount.cleaner.duration_ms": round(self.seconds * 1000),
         }
 
@@ -121,14 +124,19 @@ class Cleaner:
             self.store.save_cleaner_cutoff(precision, trim.cutoff)
         if not stats.interrupted:
             stats.annotations = self.store.trim_annotations(annotation_cutoff(settings, now))
+            quiet_since = ahead_of - WRITER_MEMORY
+            stats.writers = sum(
+                self.store.forget_writers(quiet_since, shard) for shard in range(settings.shards)
+            )
         stats.seconds = time.perf_counter() - started
         self._record(stats)
         logger.info(
             "pass %d%s: precisions %s, %d hashes, %d fields deleted, %d hashes forgotten, "
-            "%d full trims, %d bad keys, %d annotations, %d calls (slowest %.1f ms), %.2f s",
+            "%d full trims, %d bad keys, %d annotations, %d writers forgotten, %d calls "
+            "(slowest %.1f ms), %.2f s",
             index, " (interrupted)" if stats.interrupted else "", stats.precisions,
             stats.hashes, stats.deleted, stats.removed, stats.full, stats.bad,
-            stats.annotations, stats.calls, stats.slowest_call_ms, stats.seconds,
+            stats.annotations, stats.writers, stats.calls, stats.slowest_call_ms, stats.seconds,
         )  # fmt: skip
         return stats
 

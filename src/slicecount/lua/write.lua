@@ -1,29 +1,38 @@
 -- Apply one prepared write, at most once per (writer, batch number): the registry members
 -- (ZADD NX) and the increments (HINCRBY) of one shard, and the writer's new batch number, in
 -- one atomic step. A batch whose reply was lost is sent again unchanged; if it was applied
--- already, this says so and writes nothing.
+-- already, this says so (with what Redis refused of it then) and writes nothing.
 --
--- KEYS[1]            the writer's key (keys.py: writer): its last applied batch number
+-- KEYS[1]            the shard's writers HASH (keys.py: writers): writer id -> "number refused
+--                    time" of its last applied batch (no TTL, so no eviction policy picks it;
+--                    the cleaner forgets writers quiet for a week)
 -- KEYS[2 .. 1+R]     the registries           KEYS[2+R ..]  the hashes, in the order of ARGV
--- ARGV[1]  batch number, or '' for a write that is not deduplicated (Store.incr, Store.apply)
--- ARGV[2]  how long the writer's key lives, in ms     ARGV[3]  R, the number of registries
--- ARGV[4 .. 3+R]  how many ZADD arguments (score, member pairs) each registry gets
+-- ARGV[1]  writer id, or '' for a write that is not deduplicated (Store.incr, Store.apply)
+-- ARGV[2]  batch number      ARGV[3]  now (epoch seconds)      ARGV[4]  R, the registries
+-- ARGV[5 .. 4+R]  how many ZADD arguments (score, member pairs) each registry gets
 -- then those arguments, registry after registry; then per hash: the number of slices c,
 -- followed by c pairs (slice start, increment).
--- Returns {1, 0} for a batch applied before, else {0, commands refused}. A refused command
--- (a key of another type under our name) is counted, never a reason to undo the others; OOM
--- on the first write aborts before anything is written, so the caller may send it again.
-local seq = ARGV[1]
-if seq ~= '' then
-  local last = redis.call('GET', KEYS[1])
-  if last and tonumber(last) >= tonumber(seq) then return {1, 0} end
+-- Returns {1, refused then} for a batch applied before, else {0, commands refused}. A refused
+-- command (a key of another type under our name) is counted, never a reason to undo the
+-- others; OOM on the first write aborts before anything is written, so the caller may send
+-- it again.
+local writer, seq = ARGV[1], tonumber(ARGV[2])
+if writer ~= '' then
+  local last = redis.call('HGET', KEYS[1], writer)
+  if last then
+    local applied, refused_then = string.match(last, '^(%d+) (%d+)')
+    applied = tonumber(applied)
+    if applied and applied >= seq then
+      return {1, applied == seq and tonumber(refused_then) or 0}
+    end
+  end
 end
 
-local registries = tonumber(ARGV[3])
-local a = 4 + registries
+local registries = tonumber(ARGV[4])
+local a = 5 + registries
 local refused = 0
 for r = 1, registries do
-  local items = tonumber(ARGV[3 + r])
+  local items = tonumber(ARGV[4 + r])
   local last_item = a + items - 1
   for j = a, last_item, 4000 do  -- unpack() has a stack limit: add members in slices
     local reply = redis.pcall('ZADD', KEYS[1 + r], 'NX', unpack(ARGV, j, math.min(j + 3999, last_item)))
@@ -49,5 +58,7 @@ while a <= n_args do
   end
 end
 
-if seq ~= '' then redis.call('SET', KEYS[1], seq, 'PX', ARGV[2]) end
+if writer ~= '' then
+  redis.call('HSET', KEYS[1], writer, ARGV[2] .. ' ' .. refused .. ' ' .. ARGV[3])
+end
 return {0, refused}
