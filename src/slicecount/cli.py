@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 import signal
 import sys
 import time
@@ -75,6 +76,7 @@ def datasource(settings: Settings, host: str, port: int, workers: int) -> None:
     import uvicorn
 
     from slicecount.datasource.app import create_app
+    from slicecount.datasource.protocol import Limits
 
     click.echo(f"slicecount datasource on http://{host}:{port}/ reading {settings.redis_url}")
     if workers > 1:  # uvicorn needs an import string to start several processes
@@ -83,7 +85,11 @@ def datasource(settings: Settings, host: str, port: int, workers: int) -> None:
             workers=workers, log_level="warning", env_file=None,
         )  # fmt: skip
         return
-    uvicorn.run(create_app(settings), host=host, port=port, log_level="warning")
+    try:
+        limits = Limits.from_env(os.environ)
+    except SlicecountError as exc:
+        raise click.BadParameter(str(exc)) from None
+    uvicorn.run(create_app(settings, limits=limits), host=host, port=port, log_level="warning")
 
 
 @main.command()

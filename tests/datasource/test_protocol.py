@@ -134,3 +134,16 @@ def test_annotation_queries_and_their_tags() -> None:
 
 def test_regex_escape_like_grafana() -> None:
     assert regex_escape("/users/{id}.json") == r"\/users\/\{id\}\.json"
+
+
+def test_limits_come_from_the_environment_and_refuse_nonsense() -> None:
+    from slicecount.datasource.protocol import Limits
+
+    limits = Limits.from_env(
+        {"SLICECOUNT_MAX_REQUEST_POINTS": "1000", "SLICECOUNT_MAX_RANGE_SECONDS": "3600.5"}
+    )
+    assert limits.max_request_points == 1000 and limits.max_range_seconds == 3600.5
+    assert limits.max_series == Limits().max_series
+    for bad in ("0", "-5", "lots"):
+        with pytest.raises(ValueError, match="SLICECOUNT_HEAVY_REQUESTS"):
+            Limits.from_env({"SLICECOUNT_HEAVY_REQUESTS": bad})

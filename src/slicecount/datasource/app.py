@@ -9,6 +9,7 @@ Endpoints of both the legacy SimpleJSON plugin and simpod-json-datasource; see
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
@@ -165,4 +166,4 @@ def create_app(
 def from_env() -> Starlette:
     """Factory for ``uvicorn --factory slicecount.datasource.app:from_env`` (or gunicorn with
     uvicorn workers): settings from the ``SLICECOUNT_*`` environment."""
-    return create_app(Settings.from_env())
+    return create_app(Settings.from_env(), limits=Limits.from_env(os.environ))

@@ -9,13 +9,13 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import datetime
 from typing import Any
 
 from slicecount.datasource.nodes import Aggregate, Matcher, Node, Quantile, Rate, with_matchers
 from slicecount.datasource.query import parse
-from slicecount.errors import QueryError
+from slicecount.errors import ConfigurationError, QueryError
 
 
 class LimitExceeded(QueryError):
@@ -56,6 +56,27 @@ class Limits:
     evaluated and encoded in a worker thread, leaving the event loop to light requests."""
     heavy_requests: int = 1
     """Heavy requests served at once; later ones queue in arrival order."""
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str]) -> Limits:
+        """Defaults, each overridden by ``SLICECOUNT_<NAME>`` (``SLICECOUNT_MAX_REQUEST_POINTS``
+        ...); a value that is not a positive number raises ConfigurationError naming it."""
+        values: dict[str, Any] = {}
+        for limit in fields(cls):
+            raw = environ.get("SLICECOUNT_" + limit.name.upper())
+            if raw is None or raw == "":
+                continue
+            kind = float if limit.type in ("float", float) else int
+            try:
+                value = kind(raw)
+            except ValueError:
+                value = 0
+            if not value > 0:
+                raise ConfigurationError(
+                    f"SLICECOUNT_{limit.name.upper()} must be a positive number, got {raw!r}"
+                )
+            values[limit.name] = value
+        return cls(**values)
 
 
 @dataclass(frozen=True)
