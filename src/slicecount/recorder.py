@@ -18,7 +18,7 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 
 from slicecount import lifecycle
 from slicecount.admission import Admission, Warnings
@@ -124,19 +124,19 @@ class Recorder:
         if not entries:
             return
         issued = self._admission.issued
-        for series_id, n in entries:
-            if n.__class__ is not int or not -9223372036854775808 <= n <= 9223372036854775807:
-                self.refuse(bad_count(n), sum(_events(m) for _, m in entries))
-                return
-            if series_id.__class__ is not str or series_id not in issued:
-                error = ConfigurationError(
-                    f"{shown(series_id)} is not an id series_id() handed out", "not_an_id"
-                )
-                self.refuse(error, sum(_events(m) for _, m in entries))
-                return
-        pairs = iter(entries)
-        first_id, first_n = next(pairs)
-        self._add(now, first_id, first_n, pairs)
+        try:  # (a count past 64 bits is caught when the flush is prepared, as sums past it are)
+            for series_id, n in entries:
+                if series_id not in issued:
+                    raise ConfigurationError(
+                        f"{shown(series_id)} is not an id series_id() handed out", "not_an_id"
+                    )
+                if n.__class__ is not int:
+                    raise bad_count(n)
+        except Exception as exc:  # unhashable ids land here too
+            self.refuse(exc, sum(_events(m) for _, m in entries))
+            return
+        first_id, first_n = entries[0]
+        self._add(now, first_id, first_n, entries)
 
     def refuse(self, error: Exception, events: int = 1) -> None:
         """Count ``events`` lost to ``error`` as ``slicecount.rejected{reason}`` (the error's
@@ -154,11 +154,11 @@ class Recorder:
         now: float | None,
         series_id: str,
         n: int,
-        more: Iterator[tuple[str, int]] | None = None,
+        more: Entries | None = None,
     ) -> None:
         """The one way into the buffer: ``n`` events of ``series_id``, then each pair of
-        ``more``, at one instant. (The first pair travels apart so that ``add()``, the common
-        call, builds no tuple.)"""
+        ``more`` after its first (which is that one), at one instant. (The first pair travels
+        apart so that ``add()``, the common call, builds no tuple.)"""
         try:
             second = int(self._clock()) if now is None else int(now)
             # acquire/release is measurably cheaper than ``with`` on this path
@@ -170,6 +170,7 @@ class Recorder:
                     self._check_second(second, now)
                     bucket = self._pending[second] = {}
                     heapq.heappush(self._seconds, second)
+                index = 1
                 while True:
                     count = bucket.get(series_id)
                     if count is None:
@@ -180,16 +181,16 @@ class Recorder:
                             bucket = self._pending.setdefault(second, {})
                     else:
                         bucket[series_id] = count + n
-                    pair = None if more is None else next(more, None)
-                    if pair is None:
+                    if more is None or index == len(more):
                         break
-                    series_id, n = pair
+                    series_id, n = more[index]
+                    index += 1
             finally:
                 lock.release()
             if self._thread is None:
                 self._start()
         except Exception as exc:
-            self.refuse(exc, n + (sum(m for _, m in more) if more is not None else 0))
+            self.refuse(exc, sum(m for _, m in more) if more is not None else n)
 
     def _check_second(self, second: int, now: object) -> None:
         """A second seen for the first time lies between 2000 and ``max_future`` ahead: a
