@@ -10,15 +10,16 @@ from slicecount.embedded import free_port
 
 
 class CuttingProxy:
-    """A TCP proxy to Redis on 127.0.0.1 that, when armed, lets the next request through and
-    then drops the connection instead of passing the reply on: the server has applied a
-    write whose client never learns it (a reset mid-reply, as in a failover)."""
+    """A TCP proxy to Redis on 127.0.0.1 that, when armed, passes ``skip`` replies on, then
+    swallows the next ones until the server falls quiet and drops the connection: the server
+    has applied a write whose client never learns it (a reset mid-reply, as in a failover)."""
 
     def __init__(self, upstream_port: int) -> None:
         self.upstream_port = upstream_port
         self.port = free_port()
         self.cuts = 0
         self._armed = threading.Event()
+        self._skip = 0
         self._listener = socket.create_server(("127.0.0.1", self.port))
         self._closing = False
         threading.Thread(target=self._accept, daemon=True).start()
@@ -27,7 +28,8 @@ class CuttingProxy:
     def url(self) -> str:
         return f"redis://127.0.0.1:{self.port}/0"
 
-    def cut_next_reply(self) -> None:
+    def cut_next_reply(self, skip: int = 0) -> None:
+        self._skip = skip
         self._armed.set()
 
     def _accept(self) -> None:
@@ -44,9 +46,18 @@ class CuttingProxy:
         try:
             while data := source.recv(65536):
                 if replies and self._armed.is_set():
-                    self._armed.clear()
-                    self.cuts += 1
-                    break  # the reply is dropped with the connection
+                    if self._skip:
+                        self._skip -= 1
+                    else:
+                        self._armed.clear()
+                        self.cuts += 1
+                        source.settimeout(0.3)  # let the server finish, swallowing its replies
+                        try:
+                            while source.recv(65536):
+                                pass
+                        except OSError:
+                            pass
+                        break  # the replies are dropped with the connection
                 sink.sendall(data)
         except OSError:
             pass

@@ -76,8 +76,6 @@ def test_a_paused_redis_never_doubles_a_count_from_threads(paused_redis: Embedde
     expected = {str(k): sent[k] for k in range(3)}
     with Store(settings) as store:
         assert all(per == expected for per in totals(store, "paused", "writer").values())
-    # the flushes whose replies the pause swallowed were sent again, and Redis knew them
-    assert sum(recorder.duplicates for recorder in recorders) >= 1
 
 
 @pytest.mark.slow
@@ -121,7 +119,7 @@ def test_a_reply_lost_after_redis_applied_the_write_is_resolved_once(
         assert recorder.flush()
         for i in range(500):
             recorder.add("cut", 1 + i % 3, {"i": i % 50})
-        proxy.cut_next_reply()
+        proxy.cut_next_reply(skip=1)  # the WATCH round trip passes, the transaction's reply not
         assert recorder.flush() is False  # applied by Redis, but the client cannot know
         assert proxy.cuts == 1 and recorder.in_doubt == 1
         recorder.add("cut", 1000, {"i": 0})  # meanwhile, more counts buffer
@@ -184,7 +182,7 @@ def test_connections_killed_while_big_batches_are_in_flight_lose_and_double_noth
     store.close()
 
 
-def test_a_resend_reports_what_redis_refused_the_first_time(
+def test_a_numbered_chunk_sent_twice_is_applied_once(
     store: Store, redis_client: redis.Redis
 ) -> None:
     from slicecount.writing import prepare
@@ -193,8 +191,9 @@ def test_a_resend_reports_what_redis_refused_the_first_time(
     chunks, _, _ = prepare(store.context, {1_700_000_000: {"clash": 1, "fine": 1}})
     first = store.write_chunk(chunks[0], "w", 1)
     again = store.write_chunk(chunks[0], "w", 1)  # the reply of the first was "lost"
-    assert first == (False, 1) and again == (True, 1)
+    assert first == (False, 1) and again == (True, 0)
     assert sum(n for _, n in store.get("fine", 60)) == 1  # applied once
+    assert redis_client.get("writer:w") == "1" and redis_client.ttl("writer:w") == -1
 
 
 def test_the_cleaner_forgets_writers_quiet_for_a_week(
@@ -204,10 +203,9 @@ def test_the_cleaner_forgets_writers_quiet_for_a_week(
     from slicecount.writing import WRITER_MEMORY
 
     now = time.time()
-    redis_client.hset(
-        "writers:",
-        mapping={"old": f"5 0 {int(now - WRITER_MEMORY - 10)}", "new": f"9 0 {int(now)}"},
-    )
+    redis_client.mset({"writer:old": 5, "writer:new": 9})
+    redis_client.zadd("writers:", {"old": int(now - WRITER_MEMORY - 10), "new": int(now)})
     stats = Cleaner(store).run_once(every_precision=True)
     assert stats is not None and stats.writers == 1
-    assert redis_client.hkeys("writers:") == ["new"]
+    assert redis_client.zrange("writers:", 0, -1) == ["new"]
+    assert redis_client.keys("writer:*") == ["writer:new"]

@@ -35,33 +35,25 @@ def plain(batch: Batch) -> list[tuple[Any, ...]]:
     return commands
 
 
-def decode(batch: Batch) -> tuple[ScriptCall, dict[str, set[str]], dict[str, dict[int, int]]]:
-    """A ``write`` script call read back as lua/write.lua reads it: members per registry,
-    increments per hash."""
-    (call,) = batch.commands
-    assert isinstance(call, ScriptCall) and call.name == "write"
-    args, registries = list(call.args), int(call.args[3])
-    sizes, a = args[4 : 4 + registries], 4 + registries
+def transaction(batch: Batch) -> tuple[dict[str, set[str]], dict[str, dict[int, int]]]:
+    """A write's MULTI/EXEC read back: members per registry, increments per hash."""
+    assert batch.transaction and batch.bulk
     members: dict[str, set[str]] = {}
-    for r, size in enumerate(sizes):
-        items = args[a : a + size]
-        assert items[0::2] == [0] * (size // 2)
-        members[call.keys[1 + r]] = set(items[1::2])
-        a += size
     increments: dict[str, dict[int, int]] = {}
-    for key in call.keys[1 + registries :]:
-        count = args[a]
-        pairs = args[a + 1 : a + 1 + 2 * count]
-        increments[key] = dict(zip(pairs[0::2], pairs[1::2], strict=True))
-        a += 1 + 2 * count
-    assert a == len(args)
-    return call, members, increments
+    for command in plain(batch):
+        if command[0] == "ZADD":
+            assert command[2] == "NX" and set(command[3::2]) == {0}
+            members.setdefault(command[1], set()).update(command[4::2])
+        elif command[0] == "HINCRBY":
+            slices = increments.setdefault(command[1], {})
+            assert command[2] not in slices  # one HINCRBY per slice: summed before
+            slices[command[2]] = command[3]
+    return members, increments
 
 
-def test_incr_is_one_script_call_of_members_and_increments() -> None:
-    sent, _ = drive(writing.incr(CTX, "hits", 2, {"a": "x"}), [[0, 0]])
-    call, members, increments = decode(sent[0])
-    assert call.args[0] == ""  # the book's update_counter: no batch number
+def test_incr_is_one_transaction_of_members_and_increments() -> None:
+    sent, _ = drive(writing.incr(CTX, "hits", 2, {"a": "x"}), [1, 1, 1])
+    members, increments = transaction(sent[0])
     assert members == {"known:": {'1:hits{a="x"}', '60:hits{a="x"}'}}
     assert increments == {
         'count:1:hits{a="x"}': {T0: 2},
@@ -71,23 +63,38 @@ def test_incr_is_one_script_call_of_members_and_increments() -> None:
 
 def test_incr_raises_when_redis_refuses_a_write() -> None:
     with pytest.raises(StoreError, match="refused"):
-        drive(writing.incr(CTX, "hits"), [[0, 1]])
+        drive(writing.incr(CTX, "hits"), [1, 1, Exception("WRONGTYPE")])
 
 
 def test_a_buffer_over_several_seconds_sums_each_slice_once() -> None:
     buffer = {T0: {"a": 1, "b": 2}, T0 + 1: {"a": 3}, T0 + 2: {"b": -2}}
     (chunk,), out_of_range, _ = writing.prepare(CTX, buffer)
-    sent, written = drive(writing.write_chunk(CTX, chunk, "w1", 7), [[0, 0]])
-    call, members, increments = decode(sent[0])
+    members, increments = transaction(drive(writing.write_chunk(CTX, chunk), [1] * 6)[0][0])
     assert increments == {
         "count:1:a": {T0: 1, T0 + 1: 3},
         "count:60:a": {T0 - T0 % 60: 4},
         "count:1:b": {T0: 2, T0 + 2: -2},  # b sums to 0 at 60 s: nothing to write there
     }
-    assert members == {"known:": {"1:a", "60:a", "1:b"}}
-    assert call.keys[0] == "writers:" and call.args[:3] == ("w1", 7, T0)
-    assert written == (False, 0) and out_of_range == 0
-    assert drive(writing.write_chunk(CTX, chunk, "w1", 7), [[1, 0]])[1].duplicate
+    assert members == {"known:": {"1:a", "60:a", "1:b"}} and out_of_range == 0
+
+
+def test_a_numbered_chunk_is_applied_at_most_once() -> None:
+    (chunk,), _, _ = writing.prepare(CTX, {T0: {"a": 1}})
+    # new: WATCH + GET find no number, the transaction sets it
+    sent, written = drive(
+        writing.write_chunk(CTX, chunk, "w1", 7), ["OK", None], [1, 1, 1, "OK", 1]
+    )
+    assert plain(sent[0]) == [("WATCH", "writer:w1"), ("GET", "writer:w1")]
+    assert plain(sent[1])[-2:] == [("SET", "writer:w1", 7), ("ZADD", "writers:", T0, "w1")]
+    assert written == (False, 0)
+    # sent again after a lost reply: the number is there, nothing is written
+    sent, written = drive(writing.write_chunk(CTX, chunk, "w1", 7), ["OK", "7"], ["OK"])
+    assert written.duplicate and plain(sent[1]) == [("UNWATCH",)]
+    # the in-flight copy landed between WATCH and EXEC: Redis dropped ours; look again
+    sent, written = drive(
+        writing.write_chunk(CTX, chunk, "w1", 7), ["OK", "6"], [], ["OK", "7"], ["OK"]
+    )
+    assert written.duplicate and len(sent) == 4
 
 
 def test_apply_validates_its_input_and_counts_refusals() -> None:
@@ -100,7 +107,7 @@ def test_apply_validates_its_input_and_counts_refusals() -> None:
         drive(writing.apply(CTX, {"a": {T0: 2**63}}))
     with pytest.raises(ValueError, match="canonical"):
         drive(writing.apply(CTX, {'a{z="1",b="2"}': {T0: 1}}))
-    _, refused = drive(writing.apply(CTX, {"a": {T0: 1}}), [[0, 1]])
+    _, refused = drive(writing.apply(CTX, {"a": {T0: 1}}), [1, Exception("WRONGTYPE"), 1])
     assert refused == 1
 
 
@@ -108,7 +115,7 @@ def test_sums_past_64_bits_are_left_out_and_reported() -> None:
     big = 2**62
     chunks, out_of_range, _ = writing.prepare(CTX, {T0: {"a": big, "b": 1}, T0 + 1: {"a": big}})
     assert out_of_range == 1  # a at 60 s (2**63); a's 1 s slices fit one by one
-    (_, _, increments) = decode(drive(writing.write_chunk(CTX, chunks[0]), [[0, 0]])[0][0])
+    _, increments = transaction(drive(writing.write_chunk(CTX, chunks[0]), [1] * 6)[0][0])
     assert "count:60:a" not in increments and increments["count:1:a"] == {T0: big, T0 + 1: big}
 
 
@@ -118,11 +125,10 @@ def test_big_buffers_split_into_chunks_per_shard(monkeypatch: pytest.MonkeyPatch
     chunks, _, _ = writing.prepare(sharded, {T0: {f"s{i}": 1 for i in range(12)}})
     assert len(chunks) > 3
     for chunk in chunks:  # every hash's registry member travels with its increment
-        call, members, increments = decode(
-            drive(writing.write_chunk(sharded, chunk), [[0, 0]])[0][0]
-        )
+        batch = drive(writing.write_chunk(sharded, chunk), [1] * 10)[0][0]
         tag = f"{{{chunk.shard}}}"
-        assert all(tag in key for key in call.keys)  # one slot per call (Redis Cluster)
+        assert all(tag in command[1] for command in plain(batch))  # one slot (Redis Cluster)
+        members, increments = transaction(batch)
         listed = {m for ms in members.values() for m in ms}
         assert {f"count:{tag}:{m}" for m in listed} == set(increments)
 

@@ -34,11 +34,14 @@ class ScriptCall:
 @dataclass
 class Batch:
     """Commands sent in one round trip, inside MULTI/EXEC when ``transaction`` is set; the
-    first refusal raises ``StoreError``. A batch holding a script call holds only that call,
-    so it can be sent again after NOSCRIPT."""
+    first refusal raises ``StoreError``, except inside the EXEC of a ``bulk`` transaction,
+    whose refused commands come back in place (the others were applied: count, never retry).
+    A batch holding a script call holds only that call, so it can be sent again after
+    NOSCRIPT."""
 
     commands: list[Command | ScriptCall] = field(default_factory=list)
     transaction: bool = False
+    bulk: bool = False
 
 
 @dataclass(frozen=True)

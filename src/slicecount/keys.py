@@ -107,9 +107,15 @@ class KeySpace:
         self._layouts[cache_key] = layout
         return layout
 
+    def writer(self, writer_id: str, shard: int = 0) -> str:
+        """The STRING holding the last batch number a writer applied on ``shard`` (in the
+        shard's slot). No TTL, so no eviction policy picks it; the cleaner forgets it."""
+        if self.shards == 1:
+            return f"{self.prefix}writer:{writer_id}"
+        return f"{self.prefix}writer:{{{shard}}}:{writer_id}"
+
     def writers(self, shard: int = 0) -> str:
-        """The HASH writer id -> its last applied batch number on ``shard`` (in the shard's
-        slot, so the write script touches one slot)."""
+        """The ZSET of the writers of ``shard``, scored by the time of their last write."""
         if self.shards == 1:
             return f"{self.prefix}writers:"
         return f"{self.prefix}writers:{{{shard}}}"

@@ -2,11 +2,10 @@
 
 A flush is prepared into chunks; each chunk gets the next number of this writer (a random id,
 new in every process) and waits here until Redis has answered for it. A chunk whose reply was
-lost (a timeout after sending, a reset, a failover) is sent again *unchanged*; the ``write``
-script compares its number with the writer's last applied one, kept in Redis beside the data
-(one small key per writer and shard, expiring when the writer has been quiet for a week), and
-applies it only if it is new. Chunks go out in order and the next waits for the one before,
-so "not newer than the last applied" means "applied".
+lost (a timeout after sending, a reset, a failover) is sent again *unchanged*; its
+transaction is guarded by the writer's last applied number, kept in Redis beside the data
+(``writing.write_chunk``), so it applies only if it is new. Chunks go out in order and the
+next waits for the one before, so "not newer than the last applied" means "applied".
 """
 
 from __future__ import annotations

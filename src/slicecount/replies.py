@@ -44,7 +44,8 @@ class ReplyReader:
         self._replies.append(reply)
 
     def result(self) -> list[Any]:
-        """The commands' replies, or ``StoreError`` for the first refusal."""
+        """The commands' replies, or ``StoreError`` for the first refusal; ``[]`` for a
+        transaction Redis dropped because a WATCHed key changed."""
         if self.batch.transaction:
             return self._transaction()
         for reply in self._replies:
@@ -55,11 +56,14 @@ class ReplyReader:
         queued, executed = self._replies[1:-1], self._replies[-1]
         for reply in queued:  # refused while queueing: EXECABORT, nothing was written
             _raise_if_refused(reply)
+        if executed is None:
+            return []  # a WATCHed key changed: Redis ran none of it (see writing.write_chunk)
         if not isinstance(executed, list):
             _raise_if_refused(executed)
             raise StoreError(f"redis did not run the transaction (EXEC answered {executed!r})")
-        for reply in executed:
-            _raise_if_refused(reply)
+        if not self.batch.bulk:
+            for reply in executed:
+                _raise_if_refused(reply)
         return executed
 
 

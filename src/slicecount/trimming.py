@@ -86,7 +86,8 @@ def save_cleaner_cutoff(ctx: Context, precision: int, cutoff: int) -> Operation[
 
 def forget_writers(ctx: Context, before: float, shard: int = 0) -> Operation[int]:
     """Forget the writers of ``shard`` quiet since ``before`` (epoch seconds); how many."""
-    call = ScriptCall("writers", (ctx.keys.writers(shard),), (int(before),))
+    keys = ctx.keys
+    call = ScriptCall("writers", (keys.writers(shard),), (int(before), keys.writer("", shard)))
     (forgotten,) = yield Batch([call])
     return int(forgotten)
 

@@ -25,7 +25,7 @@ S = TypeVar("S", bound="StoreBase[Any]")
 
 SCRIPTS = {
     name: (resources.files("slicecount") / "lua" / f"{name}.lua").read_text(encoding="utf-8")
-    for name in ("trim", "write", "writers")
+    for name in ("trim", "writers")
 }
 """Lua scripts shipped as package data, sent by EVALSHA (loaded on NOSCRIPT)."""
 SCRIPT_SHAS = {name: hashlib.sha1(src.encode()).hexdigest() for name, src in SCRIPTS.items()}

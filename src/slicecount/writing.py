@@ -1,9 +1,9 @@
 """The write operations: the book's update_counter and the Recorder's batched flush. Pure.
 
-A write is prepared into chunks, one shard each, and every chunk is applied by one call of the
-``write`` Lua script: ``ZADD NX`` of the registry members and ``HINCRBY`` of the slices in one
-atomic step, so a cleaner can never forget a hash that a write is filling. A chunk may carry a
-writer id and batch number: then Redis applies it at most once, however often it is sent.
+A write is prepared into chunks, one shard each, and every chunk is one MULTI/EXEC: ``ZADD NX``
+of the registry members and ``HINCRBY`` of the slices in one atomic step, so a cleaner can
+never forget a hash that a write is filling. A chunk may carry a writer id and batch number:
+then Redis applies it at most once, however often it is sent (see ``write_chunk``).
 """
 
 from __future__ import annotations
@@ -12,13 +12,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from slicecount.batches import Batch, Context, Operation, ScriptCall
+from slicecount.batches import Batch, Command, Context, Operation
 from slicecount.errors import ConfigurationError, StoreError
 from slicecount.keys import Layout
 from slicecount.series import Labels, encode, parse, shown
 
 CHUNK_INCREMENTS = 50_000
-"""HINCRBYs per script call: big enough to amortise, small enough not to stall Redis (about
+"""HINCRBYs per transaction: big enough to amortise, small enough not to stall Redis (about
 40 ms of server time)."""
 WRITER_MEMORY = 7 * 86_400
 """Seconds the cleaner keeps a quiet writer's last batch number: a batch in doubt for longer
@@ -63,35 +63,35 @@ def check_time(ctx: Context, when: object, what: str = "now") -> float:
 
 @dataclass
 class Chunk:
-    """One script call's worth of a write, all in one shard: the keys it touches and the
-    script's arguments (see ``lua/write.lua``)."""
+    """One transaction's worth of a write, all in one shard: the registry members to add and
+    the increments, one HINCRBY per (precision, series, slice)."""
 
     shard: int
     members: dict[str, list[Any]] = field(default_factory=dict)  # registry -> 0, member, ...
-    hashes: list[str] = field(default_factory=list)
-    slices: list[Any] = field(default_factory=list)  # per hash: count, then (start, n) pairs
-    increments: int = 0
+    commands: list[Command] = field(default_factory=list)  # the HINCRBYs
+
+    @property
+    def increments(self) -> int:
+        return len(self.commands)
 
     def add(self, registry: str, member: str, key: str, pairs: list[tuple[int, int]]) -> None:
         """One hash: its registry member and its (slice start, n) increments."""
         self.members.setdefault(registry, []).extend((0, member))
-        self.hashes.append(key)
-        slices = self.slices
-        slices.append(len(pairs))
-        for start, n in pairs:
-            slices += (start, n)
-        self.increments += len(pairs)
+        self.commands += [("HINCRBY", key, start, n) for start, n in pairs]
 
     def add_series(self, layout: Layout, second: int, n: int) -> None:
         """One series counted at one second: a hash and one increment per precision (the
         usual flush; written out for speed)."""
         members = self.members.setdefault(layout.registry, [])
-        hashes, slices = self.hashes, self.slices
+        commands = self.commands
         for precision, member, key in layout.counters:
             members += (0, member)
-            hashes.append(key)
-            slices += (1, second - second % precision, n)
-        self.increments += len(layout.counters)
+            commands.append(("HINCRBY", key, second - second % precision, n))
+
+    def transaction(self, *after: Command) -> Batch:
+        """MULTI, the members (ZADD NX per registry), the increments, ``after``, EXEC."""
+        zadds: list[Command] = [("ZADD", r, "NX", *pairs) for r, pairs in self.members.items()]
+        return Batch([*zadds, *self.commands, *after], transaction=True, bulk=True)
 
 
 class _Chunks:
@@ -125,8 +125,8 @@ class Prepared(NamedTuple):
 
 
 class Written(NamedTuple):
-    """What one chunk did: applied before (a resend), and commands Redis refused (when it
-    was applied, also for a resend)."""
+    """What one chunk did: applied before (a resend: nothing written now), and the commands
+    Redis refused inside it (the refusals of a first copy whose reply was lost are unknown)."""
 
     duplicate: bool
     refused: int
@@ -200,20 +200,33 @@ def _summed(ctx: Context, buffer: Buffer) -> Iterable[tuple[int, str, str, str, 
 def write_chunk(
     ctx: Context, chunk: Chunk, writer: str | None = None, seq: int | None = None
 ) -> Operation[Written]:
-    """Apply one chunk (at most once per ``writer`` and ``seq`` when both are given)."""
-    registries = list(chunk.members)
-    dedupe = writer is not None and seq is not None
-    # Without a writer the hash is never read, but it names the chunk's slot all the same.
-    args: list[Any] = [writer if dedupe else "", seq if dedupe else 0, int(ctx.clock())]
-    args.append(len(registries))
-    args += [len(chunk.members[r]) for r in registries]
-    for registry in registries:
-        args += chunk.members[registry]
-    args += chunk.slices
-    keys = (ctx.keys.writers(chunk.shard), *registries, *chunk.hashes)
-    call = ScriptCall("write", keys, tuple(args))
-    ((duplicate, refused),) = yield Batch([call])
-    return Written(bool(duplicate), int(refused))
+    """Apply one chunk in one MULTI/EXEC; with ``writer`` and ``seq``, at most once.
+
+    The writer's key holds its last applied batch number. It is WATCHed and read in a round
+    trip of its own, then the transaction sets it: a copy of this chunk still in flight from
+    a lost reply either ran before (the read sees the number: nothing to do), or runs after
+    (its own WATCH, set before it was sent, sees the key changed: Redis drops it), or lands
+    between our WATCH and EXEC (ours is dropped, and the read again sees it applied).
+    """
+    if writer is None or seq is None:
+        replies = yield chunk.transaction()
+        return Written(False, _refused(replies))
+    keys = ctx.keys
+    writer_key, writers = keys.writer(writer, chunk.shard), keys.writers(chunk.shard)
+    while True:
+        _, last = yield Batch([("WATCH", writer_key), ("GET", writer_key)])
+        if last is not None and int(last) >= seq:
+            yield Batch([("UNWATCH",)])
+            return Written(True, 0)
+        note = (("SET", writer_key, seq), ("ZADD", writers, int(ctx.clock()), writer))
+        replies = yield chunk.transaction(*note)
+        if replies:  # empty: a copy of this chunk changed the key meanwhile; look again
+            return Written(False, _refused(replies[: -len(note)]))
+
+
+def _refused(replies: list[Any]) -> int:
+    # Every write replies with an integer; anything else is an error Redis returned.
+    return sum(reply.__class__ is not int for reply in replies)
 
 
 def _write(ctx: Context, buffer: Buffer) -> Operation[int]:
