@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import heapq
 import logging
-import random
 import threading
 import time
 from collections.abc import Sequence
@@ -24,6 +23,7 @@ from slicecount import lifecycle
 from slicecount.admission import Admission, Warnings
 from slicecount.batches import Clock
 from slicecount.errors import ConfigurationError
+from slicecount.flusher import flush_every, flush_until_written
 from slicecount.losses import (
     DROPPED_METRIC,
     REASONS,
@@ -36,7 +36,7 @@ from slicecount.losses import (
 from slicecount.outbox import Outbox
 from slicecount.series import Labels, shown
 from slicecount.store import Store
-from slicecount.writing import MIN_TIME, Prepared, prepare, prepare_each
+from slicecount.writing import MIN_TIME, prepare_safely
 
 logger = logging.getLogger("slicecount")
 
@@ -90,7 +90,6 @@ class Recorder:
         self._outbox.reset()
         self._admission.after_fork()
         self._stop = threading.Event()
-        self._jitter = random.Random()  # its own: never touch the app's global random state
         self._thread: threading.Thread | None = None
         self._closed = False
 
@@ -228,17 +227,7 @@ class Recorder:
         self._thread.start()
 
     def _run(self) -> None:
-        delay = self.flush_interval
-        while not self._stop.wait(delay):
-            try:
-                written = self.flush()
-            except Exception:  # never let the flusher die: the next flush may go through
-                logger.exception("slicecount flush failed")
-                written = False
-            if written:
-                delay = self.flush_interval
-            else:
-                delay = min(delay * 2, self.max_backoff) * self._jitter.uniform(0.8, 1.0)
+        flush_every(self.flush, self._stop, self.flush_interval, self.max_backoff)
 
     def flush(self) -> bool:
         """Write everything buffered now; True when Redis has answered for all of it (else
@@ -252,20 +241,13 @@ class Recorder:
                 batch = self._losses.write_into(pending, int(self._clock()))
             if not batch:
                 return True
-            prepared = self._prepare(batch)
+            prepared = prepare_safely(self.store.context, batch)
+            if prepared.failed:
+                self.refuse(ConfigurationError("an entry could not be prepared"), prepared.failed)
             if prepared.out_of_range:
                 self.refuse(bad_count("a sum past 64 bits"), prepared.out_of_range)
             self._outbox.put(prepared.chunks)
             return self._deliver()
-
-    def _prepare(self, batch: Pending) -> Prepared:
-        try:
-            return prepare(self.store.context, batch)
-        except Exception as exc:  # a bug, never expected: keep every entry that still works
-            logger.exception("slicecount could not prepare a flush; isolating the bad entries")
-            prepared = prepare_each(self.store.context, batch)
-            self.refuse(exc, prepared.failed)
-            return prepared
 
     def _deliver(self) -> bool:
         delivery = self._outbox.deliver(self.store)
@@ -308,16 +290,8 @@ class Recorder:
         deadline = time.monotonic() + timeout
         if thread is not None and thread is not threading.current_thread():
             thread.join(timeout)
-        delay = 0.05
-        while True:
-            written = self.flush()
-            if written and not self.has_unwritten():  # a flush may count a loss of its own
-                return True
-            if time.monotonic() + delay > deadline:
-                break
-            if not written:
-                time.sleep(delay)
-                delay = min(delay * 2, 1.0)
+        if flush_until_written(self.flush, self.has_unwritten, deadline):
+            return True
         logger.error(
             "slicecount could not write %d buffered events and %s in doubt before closing",
             sum(sum(bucket.values()) for bucket in self._pending.values()),

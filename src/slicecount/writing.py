@@ -8,6 +8,7 @@ then Redis applies it at most once, however often it is sent (see ``write_chunk`
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -16,6 +17,8 @@ from slicecount.batches import Batch, Command, Context, Operation
 from slicecount.errors import ConfigurationError, StoreError
 from slicecount.keys import Layout
 from slicecount.series import Labels, encode, parse, shown
+
+logger = logging.getLogger("slicecount")
 
 CHUNK_INCREMENTS = 50_000
 """HINCRBYs per transaction: big enough to amortise, small enough not to stall Redis (about
@@ -159,6 +162,16 @@ def prepare(ctx: Context, buffer: Buffer) -> Prepared:
             chunk.add(registry, member, key, fitting)
             chunks.close_if_full(chunk)
     return Prepared(chunks.all(), out_of_range)
+
+
+def prepare_safely(ctx: Context, buffer: Buffer) -> Prepared:
+    """``prepare()``, or if that ever fails (a bug: the Recorder checks every entry), the same
+    entry by entry, so that one bad entry costs only itself (``failed`` counts them)."""
+    try:
+        return prepare(ctx, buffer)
+    except Exception:
+        logger.exception("slicecount could not prepare a flush; isolating the bad entries")
+        return prepare_each(ctx, buffer)
 
 
 def prepare_each(ctx: Context, buffer: Buffer) -> Prepared:
