@@ -76,7 +76,7 @@ def datasource(settings: Settings, host: str, port: int, workers: int) -> None:
     import uvicorn
 
     from slicecount.datasource.app import create_app
-    from slicecount.datasource.protocol import Limits
+    from slicecount.datasource.limits import Limits
 
     click.echo(f"slicecount datasource on http://{host}:{port}/ reading {settings.redis_url}")
     if workers > 1:  # uvicorn needs an import string to start several processes

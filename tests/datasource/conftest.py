@@ -10,7 +10,7 @@ from starlette.testclient import TestClient
 
 from slicecount.config import Settings
 from slicecount.datasource.app import create_app
-from slicecount.datasource.protocol import Limits
+from slicecount.datasource.limits import Limits
 from slicecount.datasource.reader import Reader
 from slicecount.store import Store
 from slicecount.store_async import AsyncStore

@@ -11,7 +11,7 @@ from starlette.testclient import TestClient
 
 from slicecount.config import Settings
 from slicecount.datasource.app import create_app
-from slicecount.datasource.protocol import Limits
+from slicecount.datasource.limits import Limits
 from slicecount.store import Store
 from tests.datasource.conftest import HOUR, NOW, iso, legacy_body, write_known_data
 

@@ -7,8 +7,8 @@ import pytest
 from slicecount.config import Settings
 from slicecount.datasource.budget import Work, check_work, work_of
 from slicecount.datasource.discovery import SeriesInfo
+from slicecount.datasource.limits import LimitExceeded, Limits
 from slicecount.datasource.plan import SeriesQuery, choose_series, plan_query
-from slicecount.datasource.protocol import LimitExceeded, Limits
 from slicecount.series import encode
 
 NOW = 1_700_000_030.0

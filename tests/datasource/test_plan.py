@@ -9,6 +9,7 @@ import pytest
 from slicecount.config import Settings
 from slicecount.datasource.discovery import SeriesInfo
 from slicecount.datasource.evaluate import Series
+from slicecount.datasource.limits import LimitExceeded, Limits
 from slicecount.datasource.plan import (
     AnnotationQuery,
     QueryPlan,
@@ -20,7 +21,6 @@ from slicecount.datasource.plan import (
     plan_query,
     timeline,
 )
-from slicecount.datasource.protocol import LimitExceeded, Limits
 from slicecount.errors import ConfigurationError, QueryError
 from slicecount.series import encode
 

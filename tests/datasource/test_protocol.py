@@ -6,10 +6,9 @@ from typing import Any
 
 import pytest
 
+from slicecount.datasource.limits import LimitExceeded, Limits
 from slicecount.datasource.nodes import Aggregate, Matcher, Quantile, Rate, Selector
 from slicecount.datasource.protocol import (
-    LimitExceeded,
-    Limits,
     Target,
     adhoc_matchers,
     annotation_tags,
@@ -137,7 +136,7 @@ def test_regex_escape_like_grafana() -> None:
 
 
 def test_limits_come_from_the_environment_and_refuse_nonsense() -> None:
-    from slicecount.datasource.protocol import Limits
+    from slicecount.datasource.limits import Limits
 
     limits = Limits.from_env(
         {"SLICECOUNT_MAX_REQUEST_POINTS": "1000", "SLICECOUNT_MAX_RANGE_SECONDS": "3600.5"}

@@ -11,7 +11,7 @@ import pytest
 
 from slicecount.config import Settings
 from slicecount.datasource import endpoints
-from slicecount.datasource.protocol import LimitExceeded, Limits
+from slicecount.datasource.limits import LimitExceeded, Limits
 from slicecount.datasource.reader import READS_IN_FLIGHT, Reader, all_done
 from slicecount.store import Store
 from slicecount.store_async import AsyncStore

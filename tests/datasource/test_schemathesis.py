@@ -11,7 +11,7 @@ from starlette.testclient import TestClient
 
 from slicecount.config import Settings
 from slicecount.datasource.app import create_app
-from slicecount.datasource.protocol import Limits
+from slicecount.datasource.limits import Limits
 from tests.datasource.conftest import NOW
 
 # The app object is built at import (schemathesis needs it to load the schema); its Redis URL

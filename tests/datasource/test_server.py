@@ -17,7 +17,7 @@ import uvicorn
 
 from slicecount.config import Settings
 from slicecount.datasource.app import create_app
-from slicecount.datasource.protocol import Limits
+from slicecount.datasource.limits import Limits
 from slicecount.embedded import free_port
 from slicecount.store import Store
 from tests.datasource.conftest import NOW, legacy_body

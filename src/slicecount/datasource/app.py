@@ -26,8 +26,9 @@ from slicecount.config import Settings
 from slicecount.datasource import endpoints
 from slicecount.datasource.auth import TokenAuth
 from slicecount.datasource.body import parse_json
+from slicecount.datasource.limits import LimitExceeded, Limits
 from slicecount.datasource.openapi import openapi_document
-from slicecount.datasource.protocol import LimitExceeded, Limits, require_object
+from slicecount.datasource.protocol import require_object
 from slicecount.datasource.reader import Reader
 from slicecount.datasource.render import Rendered, render
 from slicecount.errors import ConfigurationError, QueryError, StoreError

@@ -19,9 +19,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from slicecount.datasource.evaluate import Fetch
+from slicecount.datasource.limits import LimitExceeded, Limits
 from slicecount.datasource.nodes import Binary, Node, Quantile, Scalar, Selector
 from slicecount.datasource.plan import Chosen, SeriesQuery
-from slicecount.datasource.protocol import LimitExceeded, Limits
 
 
 @dataclass(frozen=True)

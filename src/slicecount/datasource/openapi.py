@@ -6,7 +6,8 @@ from typing import Any
 
 from slicecount import __version__
 from slicecount.config import Settings
-from slicecount.datasource.protocol import FUNCTIONS, Limits
+from slicecount.datasource.limits import Limits
+from slicecount.datasource.protocol import FUNCTIONS
 
 _TIME = {"type": "string", "description": "ISO-8601 (2024-06-06T09:05:02.250Z) or epoch ms"}
 _RANGE = {

@@ -15,11 +15,10 @@ from typing import Any
 from slicecount.config import Settings
 from slicecount.datasource.discovery import SeriesInfo
 from slicecount.datasource.evaluate import Fetch, Series, Timeline, fetches
+from slicecount.datasource.limits import LimitExceeded, Limits
 from slicecount.datasource.nodes import Node
 from slicecount.datasource.precision import choose_precision
 from slicecount.datasource.protocol import (
-    LimitExceeded,
-    Limits,
     Target,
     adhoc_matchers,
     annotation_tags,

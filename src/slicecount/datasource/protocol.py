@@ -9,18 +9,14 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from slicecount.datasource.limits import LimitExceeded, Limits
 from slicecount.datasource.nodes import Aggregate, Matcher, Node, Quantile, Rate, with_matchers
 from slicecount.datasource.query import parse
-from slicecount.errors import ConfigurationError, QueryError
-
-
-class LimitExceeded(QueryError):
-    """A request asks for more work than a limit allows (answered 422)."""
-
+from slicecount.errors import QueryError
 
 FUNCTIONS = ("count", "rate", "p50", "p90", "p95", "p99")
 """Builder payload ``function`` values: raw counts, per-second rate, histogram quantiles."""
@@ -34,49 +30,6 @@ MAX_EPOCH_MS = 253_402_300_799_999
 """The last millisecond of year 9999: later times (and huge digit strings) are refused."""
 MAX_NUMBER = 1e15
 """Largest ``intervalMs`` or ``maxDataPoints`` accepted (a float can hold it exactly)."""
-
-
-@dataclass(frozen=True)
-class Limits:
-    """Bounds on the work one request may cause; each breach is a 4xx naming the limit."""
-
-    max_body_bytes: int = 1 << 20
-    max_targets: int = 50
-    max_series: int = 500
-    max_points: int = 11_000
-    max_range_seconds: float = 10 * 366 * 86400
-    max_request_points: int = 500_000
-    """The work budget: points one /query may read, series x points per series summed over
-    its targets (500 series of 1 000 points), checked before any slice is read."""
-    max_computed_points: int = 2_000_000
-    """Points its functions and operators may compute (each node's series x points), so that
-    ``x * 1 * 1 * ...`` cannot multiply the work of what was read."""
-    max_inline_points: int = 20_000
-    """A /query reading and computing more points than this is heavy: it waits its turn and is
-    evaluated and encoded in a worker thread, leaving the event loop to light requests."""
-    heavy_requests: int = 1
-    """Heavy requests served at once; later ones queue in arrival order."""
-
-    @classmethod
-    def from_env(cls, environ: Mapping[str, str]) -> Limits:
-        """Defaults, each overridden by ``SLICECOUNT_<NAME>`` (``SLICECOUNT_MAX_REQUEST_POINTS``
-        ...); a value that is not a positive number raises ConfigurationError naming it."""
-        values: dict[str, Any] = {}
-        for limit in fields(cls):
-            raw = environ.get("SLICECOUNT_" + limit.name.upper())
-            if raw is None or raw == "":
-                continue
-            kind = float if limit.type in ("float", float) else int
-            try:
-                value = kind(raw)
-            except ValueError:
-                value = 0
-            if not value > 0:
-                raise ConfigurationError(
-                    f"SLICECOUNT_{limit.name.upper()} must be a positive number, got {raw!r}"
-                )
-            values[limit.name] = value
-        return cls(**values)
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 from slicecount.config import Settings
 from slicecount.datasource.discovery import SeriesInfo
 from slicecount.datasource.evaluate import Timeline
+from slicecount.datasource.limits import Limits
 from slicecount.datasource.plan import (
     AnnotationQuery,
     Chosen,
@@ -28,7 +29,6 @@ from slicecount.datasource.plan import (
     group_reads,
     metrics_to_discover,
 )
-from slicecount.datasource.protocol import Limits
 from slicecount.histogram import BUCKET_SUFFIX
 from slicecount.series import parse
 from slicecount.store_async import AsyncStore
