@@ -12,7 +12,8 @@ import redis
 
 from slicecount import default
 from slicecount.config import Settings
-from slicecount.recorder import REJECTED_METRIC, Recorder
+from slicecount.losses import REJECTED_METRIC
+from slicecount.recorder import Recorder
 from slicecount.series import MAX_SERIES_ID_LENGTH, parse
 from slicecount.store import Store
 

@@ -46,7 +46,7 @@ def test_the_public_names_still_load_on_first_use() -> None:
     probe = (
         "import sys, slicecount\n"
         "assert 'redis' not in sys.modules\n"
-        "from slicecount import Store, Recorder, event, AsyncStore\n"
+        "from slicecount import Store, Recorder, event, AsyncStore, close_all\n"
         "assert 'redis' in sys.modules and slicecount.Store is Store\n"
         "assert set(slicecount.__all__) <= set(dir(slicecount))\n"
         "print('ok')"

@@ -14,7 +14,8 @@ import redis
 
 from slicecount.config import Settings
 from slicecount.embedded import EmbeddedRedis
-from slicecount.recorder import DROPPED_METRIC, REJECTED_METRIC, Recorder
+from slicecount.losses import DROPPED_METRIC, REJECTED_METRIC
+from slicecount.recorder import Recorder
 from slicecount.series import parse
 from slicecount.store import Store
 

@@ -24,7 +24,8 @@ from slicecount.series import parse as parse_series
 
 if TYPE_CHECKING:
     from slicecount.default import annotate, configure, event, get_recorder
-    from slicecount.recorder import Recorder, close_all
+    from slicecount.lifecycle import close_all
+    from slicecount.recorder import Recorder
     from slicecount.store import Store
     from slicecount.store_async import AsyncStore
 
@@ -35,7 +36,7 @@ _LAZY = {
     "Recorder": "slicecount.recorder",
     "Store": "slicecount.store",
     "annotate": "slicecount.default",
-    "close_all": "slicecount.recorder",
+    "close_all": "slicecount.lifecycle",
     "configure": "slicecount.default",
     "event": "slicecount.default",
     "get_recorder": "slicecount.default",

@@ -13,9 +13,11 @@ from __future__ import annotations
 import logging
 import secrets
 from collections import deque
+from collections.abc import Callable
 from typing import NamedTuple
 
 from slicecount.errors import StoreError
+from slicecount.losses import refused_by_redis
 from slicecount.store import Store
 from slicecount.writing import Chunk
 
@@ -25,15 +27,6 @@ logger = logging.getLogger("slicecount")
 class Numbered(NamedTuple):
     seq: int
     chunk: Chunk
-
-
-class Delivery(NamedTuple):
-    """What one ``deliver()`` did: every chunk answered for, and what Redis refused."""
-
-    done: bool
-    refused: int  # increments Redis refused inside applied chunks (a key of another type)
-    lost: int  # increments of chunks Redis refused as a whole, past any retry
-    error: StoreError | None
 
 
 class Outbox:
@@ -66,32 +59,32 @@ class Outbox:
             self._seq += 1
             self._queue.append(Numbered(self._seq, chunk))
 
-    def deliver(self, store: Store) -> Delivery:
-        """Send chunks in order until the outbox is empty or one's outcome stays unknown."""
-        refused = lost = 0
+    def deliver(self, store: Store, refuse: Callable[[Exception, int], None]) -> bool:
+        """Send chunks in order until the outbox is empty (True) or one's outcome stays
+        unknown (False). What Redis refused is counted through ``refuse(error, increments)``:
+        commands refused inside an applied chunk, and chunks refused as a whole for good."""
         while self._queue:
             seq, chunk = self._queue[0]
             try:
                 written = store.write_chunk(chunk, self.writer, seq)
             except (TypeError, ValueError) as exc:  # it cannot even be packed: never sent
-                logger.error("slicecount could not send a write of %d increments: %s",
-                             chunk.increments, exc)  # fmt: skip
-                lost += chunk.increments
+                refuse(refused_by_redis(f"a write could not be sent: {exc}"), chunk.increments)
             except StoreError as exc:
                 if not exc.permanent:
                     if not self.failing:
                         self.failing = True
                         logger.warning("slicecount cannot write to redis, buffering: %s", exc)
-                    return Delivery(False, refused, lost, exc)
+                    return False
                 # Redis refused the call itself (not a passing cause): sending the same again
                 # cannot help, and nothing of it was written.
-                logger.error("redis refused a write of %d increments: %s", chunk.increments, exc)
-                lost += chunk.increments
+                refuse(refused_by_redis(f"redis refused a write: {exc}"), chunk.increments)
             else:
-                refused += written.refused
+                if written.refused:
+                    error = refused_by_redis("redis refused increments (a key of another type?)")
+                    refuse(error, written.refused)
                 self.duplicates += written.duplicate
             self._queue.popleft()
         if self.failing:
             self.failing = False
             logger.warning("slicecount writes to redis again")
-        return Delivery(True, refused, lost, None)
+        return True

@@ -24,15 +24,7 @@ from slicecount.admission import Admission, Warnings
 from slicecount.batches import Clock
 from slicecount.errors import ConfigurationError
 from slicecount.flusher import flush_every, flush_until_written
-from slicecount.losses import (
-    DROPPED_METRIC,
-    REASONS,
-    REJECTED_METRIC,
-    Losses,
-    Pending,
-    bad_count,
-    refused_by_redis,
-)
+from slicecount.losses import REASONS, Losses, Pending, bad_count
 from slicecount.outbox import Outbox
 from slicecount.series import Labels, shown
 from slicecount.store import Store
@@ -233,7 +225,9 @@ class Recorder:
         """Write everything buffered now; True when Redis has answered for all of it (else
         what is in doubt is sent again, unchanged, at the next flush)."""
         with self._flush_lock:
-            if not self._deliver():  # what is in doubt goes first, in order
+            if not self._outbox.deliver(
+                self.store, self.refuse
+            ):  # what is in doubt goes first, in order
                 return False
             with self._lock:
                 pending, self._pending, self._size = self._pending, {}, 0
@@ -247,16 +241,7 @@ class Recorder:
             if prepared.out_of_range:
                 self.refuse(bad_count("a sum past 64 bits"), prepared.out_of_range)
             self._outbox.put(prepared.chunks)
-            return self._deliver()
-
-    def _deliver(self) -> bool:
-        delivery = self._outbox.deliver(self.store)
-        if delivery.refused:
-            refusal = refused_by_redis("redis refused increments (a key of another type?)")
-            self.refuse(refusal, delivery.refused)
-        if delivery.lost:
-            self.refuse(refused_by_redis(f"redis refused a write: {delivery.error}"), delivery.lost)
-        return delivery.done
+            return self._outbox.deliver(self.store, self.refuse)
 
     # -- introspection and shutdown ------------------------------------------------------------
 
@@ -316,6 +301,3 @@ close_all = lifecycle.close_all
 def _events(n: object) -> int:
     """How many events a refused count stood for: n when it is a sound positive count."""
     return n if n.__class__ is int and 0 < n <= 9223372036854775807 else 1
-
-
-__all__ = ["DROPPED_METRIC", "REJECTED_METRIC", "Recorder", "close_all"]
