@@ -209,3 +209,23 @@ def test_the_cleaner_forgets_writers_quiet_for_a_week(
     assert stats is not None and stats.writers == 1
     assert redis_client.zrange("writers:", 0, -1) == ["new"]
     assert redis_client.keys("writer:*") == ["writer:new"]
+
+
+def test_a_refused_watch_leaves_no_watch_behind_on_the_pool(
+    store: Store, redis_client: redis.Redis
+) -> None:
+    from slicecount.errors import StoreError
+    from slicecount.writing import prepare
+
+    redis_client.hset("writer:bad", "x", "1")  # not a writer's number: WRONGTYPE on GET
+    redis_client.set("writer:odd", "seven")
+    chunks, _, _ = prepare(store.context, {1_700_000_000: {"w": 1}})
+    for writer in ("bad", "odd"):
+        with pytest.raises(StoreError) as refused:
+            store.write_chunk(chunks[0], writer, 1)
+        assert refused.value.permanent
+        # the watched keys change: a WATCH left on the pooled connection would drop the next
+        redis_client.hset("writer:bad", "y", "2")
+        redis_client.set("writer:odd", "eight")
+        assert store.apply({"after": {1_700_000_000: 1}}) == 0  # the next transaction runs
+    assert sum(n for _, n in store.get("after", 60)) == 2

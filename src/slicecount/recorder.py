@@ -239,7 +239,8 @@ class Recorder:
             if prepared.failed:
                 self.refuse(ConfigurationError("an entry could not be prepared"), prepared.failed)
             if prepared.out_of_range:
-                self.refuse(bad_count("a sum past 64 bits"), prepared.out_of_range)
+                error = ConfigurationError("a sum of counts is past 64 bits", "count_range")
+                self.refuse(error, prepared.out_of_range)
             self._outbox.put(prepared.chunks)
             return self._outbox.deliver(self.store, self.refuse)
 

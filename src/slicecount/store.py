@@ -17,7 +17,7 @@ import redis
 from slicecount import annotating, reading, trimming, writing
 from slicecount.batches import Batch, Context, Operation, ping
 from slicecount.config import Settings
-from slicecount.errors import SlicecountError, StoreError
+from slicecount.errors import StoreError
 from slicecount.replies import ReplyReader, ScriptMissing
 from slicecount.wire import LOAD_SCRIPTS, StoreBase, client_options, pack, refusal
 
@@ -62,13 +62,12 @@ class Store(StoreBase[redis.Redis]):
         except StopIteration as done:
             result: T = done.value
             return result
-        except SlicecountError:
-            raise  # refused by Redis or by the operation: every reply was read
         except redis.RedisError as exc:
             connection.disconnect()  # type: ignore[no-untyped-call]
             raise self._error(exc) from exc
         except BaseException:
-            connection.disconnect()  # type: ignore[no-untyped-call]  # half-read replies
+            # half-read replies, or a refusal that left state behind (a WATCH): never reuse it
+            connection.disconnect()  # type: ignore[no-untyped-call]
             raise
         finally:
             pool.release(connection)

@@ -16,7 +16,7 @@ import redis.asyncio as aioredis
 from slicecount import annotating, reading, writing
 from slicecount.batches import Batch, Context, Operation, ping
 from slicecount.config import Settings
-from slicecount.errors import SlicecountError, StoreError
+from slicecount.errors import StoreError
 from slicecount.replies import ReplyReader, ScriptMissing
 from slicecount.wire import LOAD_SCRIPTS, StoreBase, client_options, pack, refusal
 
@@ -61,13 +61,12 @@ class AsyncStore(StoreBase[aioredis.Redis]):
         except StopIteration as done:
             result: T = done.value
             return result
-        except SlicecountError:
-            raise  # refused by Redis or by the operation: every reply was read
         except redis.RedisError as exc:
             await connection.disconnect()
             raise self._error(exc) from exc
         except BaseException:
-            await connection.disconnect()  # cancelled mid-reply: never reuse half-read replies
+            # cancelled mid-reply, or a refusal that left state behind (a WATCH): never reuse it
+            await connection.disconnect()
             raise
         finally:
             await pool.release(connection)

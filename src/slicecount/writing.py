@@ -175,19 +175,20 @@ def prepare_safely(ctx: Context, buffer: Buffer) -> Prepared:
 
 
 def prepare_each(ctx: Context, buffer: Buffer) -> Prepared:
-    """``prepare()`` entry by entry, leaving out (and counting) the ones that fail: the path a
-    flush takes if preparing it whole ever fails, so one bad entry never costs the others."""
-    chunks: list[Chunk] = []
-    out_of_range = failed = 0
+    """``prepare()`` of the entries that can be prepared, the others left out (and counted):
+    the path a flush takes if preparing it whole ever fails, so one bad entry never costs the
+    others."""
+    good: dict[int, dict[str, int]] = {}
+    failed = 0
     for second, bucket in buffer.items():
         for series_id, n in bucket.items():
             try:
-                one = prepare(ctx, {second: {series_id: n}})
+                prepare(ctx, {second: {series_id: n}})
             except Exception:
                 failed += 1
                 continue
-            chunks += one.chunks
-            out_of_range += one.out_of_range
+            good.setdefault(second, {})[series_id] = n
+    chunks, out_of_range, _ = prepare(ctx, good)
     return Prepared(chunks, out_of_range, failed)
 
 
@@ -228,6 +229,10 @@ def write_chunk(
     writer_key, writers = keys.writer(writer, chunk.shard), keys.writers(chunk.shard)
     while True:
         _, last = yield Batch([("WATCH", writer_key), ("GET", writer_key)])
+        if last is not None and not last.isdigit():
+            raise StoreError(
+                f"{writer_key} holds {shown(last)}, not a batch number", permanent=True
+            )
         if last is not None and int(last) >= seq:
             yield Batch([("UNWATCH",)])
             return Written(True, 0)
