@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 
 from slicecount.errors import ConfigurationError
-from slicecount.series import encode, shown
+from slicecount.series import encode
 
 DROPPED_METRIC = "slicecount.dropped"
 """Events dropped because the buffer was full while Redis was unreachable."""
@@ -59,13 +59,6 @@ class Losses:
         for series_id, count in losses.items():
             bucket[series_id] = bucket.get(series_id, 0) + count
         return pending
-
-
-def bad_count(n: object) -> ConfigurationError:
-    """The refusal of a count Redis cannot hold."""
-    if n.__class__ is not int:
-        return ConfigurationError(f"count must be an integer, got {shown(n)}", "not_a_count")
-    return ConfigurationError(f"count {shown(n)} is outside the signed 64-bit range", "count_range")
 
 
 def refused_by_redis(message: str) -> ConfigurationError:

@@ -24,11 +24,11 @@ from slicecount.admission import Admission, Warnings
 from slicecount.batches import Clock
 from slicecount.errors import ConfigurationError
 from slicecount.flusher import flush_every, flush_until_written
-from slicecount.losses import REASONS, Losses, Pending, bad_count
+from slicecount.losses import REASONS, Losses, Pending
 from slicecount.outbox import Outbox
 from slicecount.series import Labels, shown
 from slicecount.store import Store
-from slicecount.writing import MIN_TIME, prepare_safely
+from slicecount.writing import bad_count, prepare_safely, time_error
 
 logger = logging.getLogger("slicecount")
 
@@ -58,7 +58,7 @@ class Recorder:
         self.flush_interval = flush_interval or settings.flush_interval
         self.max_pending = max_pending or settings.max_pending
         self.max_backoff = max(max_backoff, self.flush_interval)
-        self.max_future = settings.max_future
+        self.max_future = settings.max_future  # read once: the hot path looks it up
         self._clock = clock
         self._warnings = Warnings()
         self._admission = Admission(
@@ -158,7 +158,9 @@ class Recorder:
             try:
                 bucket = self._pending.get(second)
                 if bucket is None:
-                    self._check_second(second, now)
+                    error = time_error(second, self._clock(), self.max_future, now)
+                    if error is not None:  # checked once per new second
+                        raise error
                     bucket = self._pending[second] = {}
                     heapq.heappush(self._seconds, second)
                 index = 1
@@ -182,15 +184,6 @@ class Recorder:
                 self._start()
         except Exception as exc:
             self.refuse(exc, sum(m for _, m in more) if more is not None else n)
-
-    def _check_second(self, second: int, now: object) -> None:
-        """A second seen for the first time lies between 2000 and ``max_future`` ahead: a
-        far-future slice would outlive retention and push real ones out."""
-        if not MIN_TIME <= second <= self._clock() + self.max_future:
-            raise ConfigurationError(
-                f"time {shown(now)} is outside 2000-01-01 .. now + {self.max_future:g} s",
-                "time_range",
-            )
 
     def _drop_oldest(self) -> None:
         """Drop buffered entries, oldest second first, until the bound holds (lock held). The

@@ -35,13 +35,28 @@ Buffer = Mapping[int, Mapping[str, int]]
 """What a Recorder buffers: epoch second -> series id -> count."""
 
 
+def bad_count(n: object) -> ConfigurationError:
+    """The refusal of a count Redis cannot hold (not an integer, or past 64 bits)."""
+    if n.__class__ is not int:
+        return ConfigurationError(f"count must be an integer, got {shown(n)}", "not_a_count")
+    return ConfigurationError(f"count {shown(n)} is outside the signed 64-bit range", "count_range")
+
+
 def check_count(n: object) -> int:
     """Counts are integers that Redis can hold; refuse anything else naming the value."""
-    if isinstance(n, bool) or not isinstance(n, int):
-        raise ConfigurationError(f"count must be an integer, got {shown(n)}", "not_a_count")
-    if not INT64_MIN <= n <= INT64_MAX:
-        raise ConfigurationError(f"count {n} is outside the signed 64-bit range", "count_range")
+    if n.__class__ is not int or not INT64_MIN <= n <= INT64_MAX:
+        raise bad_count(n)
     return n
+
+
+def time_error(seconds: float, now: float, max_future: float, shown_as: object) -> Exception | None:
+    """The refusal of a time before 2000 or more than ``max_future`` ahead of ``now`` (a
+    far-future slice would outlive retention and push real ones out), else None."""
+    if MIN_TIME <= seconds <= now + max_future:
+        return None
+    return ConfigurationError(
+        f"time {shown(shown_as)} is outside 2000-01-01 .. now + {max_future:g} s", "time_range"
+    )
 
 
 def check_epoch(when: object, what: str) -> float:
@@ -56,11 +71,9 @@ def check_epoch(when: object, what: str) -> float:
 def check_time(ctx: Context, when: object, what: str = "now") -> float:
     """An epoch time in seconds from 2000 up to ``max_future`` ahead of the clock."""
     seconds = check_epoch(when, what)
-    if not MIN_TIME <= seconds <= ctx.clock() + ctx.settings.max_future:
-        raise ConfigurationError(
-            f"{what} {seconds!r} is outside 2000-01-01 .. now + {ctx.settings.max_future:g} s",
-            "time_range",
-        )
+    error = time_error(seconds, ctx.clock(), ctx.settings.max_future, seconds)
+    if error is not None:
+        raise error
     return seconds
 
 

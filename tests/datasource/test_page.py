@@ -4,18 +4,16 @@ datasource serving known data on 127.0.0.1."""
 from __future__ import annotations
 
 import shutil
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import uvicorn
 
 from slicecount.config import Settings
 from slicecount.datasource.app import create_app
-from slicecount.embedded import free_port
 from slicecount.store import Store
+from tests.serving import serving
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 pytestmark = [
@@ -42,19 +40,8 @@ def served(settings: Settings, store: Store) -> Iterator[str]:
             t: n for t in range(now - 3600, now + 1, 10)
         }
     store.apply(batch)
-    port = free_port()
-    server = uvicorn.Server(
-        uvicorn.Config(create_app(settings), host="127.0.0.1", port=port, log_level="warning")
-    )
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:
-        assert time.monotonic() < deadline, "datasource did not start"
-        time.sleep(0.05)
-    yield f"http://127.0.0.1:{port}/"
-    server.should_exit = True
-    thread.join(10)
+    with serving(create_app(settings)) as port:
+        yield f"http://127.0.0.1:{port}/"
 
 
 def test_the_page_lists_metrics_draws_and_follows_the_precision(

@@ -6,21 +6,19 @@ from __future__ import annotations
 
 import http.client
 import json
-import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
-import uvicorn
 
 from slicecount.config import Settings
 from slicecount.datasource.app import create_app
 from slicecount.datasource.limits import Limits
-from slicecount.embedded import free_port
 from slicecount.store import Store
 from tests.datasource.conftest import NOW, legacy_body
+from tests.serving import serving
 
 SERIES, POINTS = 40, 600
 LIMITS = Limits(max_inline_points=5_000, max_request_points=SERIES * POINTS)
@@ -32,18 +30,8 @@ def port(settings: Settings, store: Store) -> Iterator[int]:
         {f'load{{i="{i}"}}': {NOW - s: i + 1 for s in range(POINTS)} for i in range(SERIES)}
     )
     settings = settings.with_changes(retention={p: 1000 for p in settings.precisions})
-    port = free_port()
-    app = create_app(settings, limits=LIMITS, clock=lambda: NOW)
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:
-        assert time.monotonic() < deadline, "datasource did not start"
-        time.sleep(0.05)
-    yield port
-    server.should_exit = True
-    thread.join(10)
+    with serving(create_app(settings, limits=LIMITS, clock=lambda: NOW)) as port:
+        yield port
 
 
 def post(connection: http.client.HTTPConnection, path: str, body: bytes) -> tuple[int, Any]:

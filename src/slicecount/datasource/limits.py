@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
+from slicecount.config import ENV_PREFIX
 from slicecount.errors import ConfigurationError, QueryError
 
 
@@ -41,7 +42,7 @@ class Limits:
         ...); a value that is not a positive number raises ConfigurationError naming it."""
         values: dict[str, Any] = {}
         for limit in fields(cls):
-            raw = environ.get("SLICECOUNT_" + limit.name.upper())
+            raw = environ.get(ENV_PREFIX + limit.name.upper())
             if raw is None or raw == "":
                 continue
             kind = float if limit.type in ("float", float) else int
@@ -51,7 +52,7 @@ class Limits:
                 value = 0
             if not value > 0:
                 raise ConfigurationError(
-                    f"SLICECOUNT_{limit.name.upper()} must be a positive number, got {raw!r}"
+                    f"{ENV_PREFIX}{limit.name.upper()} must be a positive number, got {raw!r}"
                 )
             values[limit.name] = value
         return cls(**values)
