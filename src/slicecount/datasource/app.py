@@ -28,6 +28,8 @@ from slicecount.datasource.auth import TokenAuth
 from slicecount.datasource.body import parse_json
 from slicecount.datasource.limits import LimitExceeded, Limits
 from slicecount.datasource.openapi import openapi_document
+from slicecount.datasource.prometheus import http as prometheus
+from slicecount.datasource.prometheus.results import error as prometheus_error
 from slicecount.datasource.protocol import require_object
 from slicecount.datasource.reader import Reader
 from slicecount.datasource.render import Rendered, render
@@ -101,11 +103,17 @@ async def health(request: Request) -> Response:
 
 
 async def not_found(request: Request, exc: Exception) -> Response:
-    return JSON({"message": f"no such endpoint: {request.method} {request.url.path}"}, 404)
+    message = f"no such endpoint: {request.method} {request.url.path}"
+    if request.url.path.startswith(prometheus.PREFIX):
+        return JSON(*prometheus_error("not_found", message))
+    return JSON({"message": message}, 404)
 
 
 async def method_not_allowed(request: Request, exc: Exception) -> Response:
-    return JSON({"message": f"{request.method} is not allowed on {request.url.path}"}, 405)
+    message = f"{request.method} is not allowed on {request.url.path}"
+    if request.url.path.startswith(prometheus.PREFIX):
+        return JSON({"status": "error", "errorType": "bad_data", "error": message}, 405)
+    return JSON({"message": message}, 405)
 
 
 async def server_error(request: Request, exc: Exception) -> Response:
@@ -152,6 +160,7 @@ def create_app(
         Mount("/ui", app=StaticFiles(directory=str(UI)), name="ui"),
     ]
     routes += [Route(path, _endpoint(reader, h), methods=["POST"]) for path, h in ROUTES.items()]
+    routes += prometheus.routes(reader, lambda body, status: JSON(body, status_code=status))
     app = Starlette(
         routes=routes,
         lifespan=lifespan,

@@ -12,8 +12,12 @@ from typing import Any
 Scope = MutableMapping[str, Any]
 ASGIApp = Callable[[Scope, Any, Any], Awaitable[None]]
 
-OPEN_PATHS = frozenset({("GET", "/"), ("HEAD", "/")})
-"""What Grafana's "Save & test" probes (and the built-in page): answered without credentials."""
+OPEN_PATHS = frozenset(
+    {("GET", "/"), ("HEAD", "/")}
+    | {("GET", "/api/v1/status/buildinfo"), ("POST", "/api/v1/status/buildinfo")}
+)
+"""What Grafana's "Save & test" probes (and the built-in page), and the Prometheus version
+Grafana reads to pick its features: answered without credentials."""
 OPEN_PREFIX = "/ui/"
 """The page's static files: public code, no data (its API calls carry the token)."""
 

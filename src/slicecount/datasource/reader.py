@@ -158,6 +158,10 @@ class Reader:
         bases = {n[: -len(BUCKET_SUFFIX)] for n in names if n.endswith(BUCKET_SUFFIX)}
         return sorted(names | bases)
 
+    async def stored_names(self) -> set[str]:
+        """Metric names as stored (a histogram's ``.bucket`` and ``.sum_us`` parts)."""
+        return {s.name for s in await self.everything()}
+
     async def histograms(self) -> set[str]:
         return {n[: -len(BUCKET_SUFFIX)] for n in await self.names() if n.endswith(BUCKET_SUFFIX)}
 
@@ -185,26 +189,47 @@ class Reader:
         """The slices of every chosen series, one read per (precision, slices) split into
         chunks of READ_CHUNK_POINTS, and the annotations, concurrently."""
         gate = asyncio.Semaphore(READS_IN_FLIGHT)
-
-        async def read_chunk(slices: Timeline, ids: list[str]) -> dict[str, list[int | None]]:
-            async with gate:
-                starts = slices.starts
-                return await self.store.read(ids, slices.precision, starts.start, starts[-1])
-
-        chunks = [
-            (slices, asyncio.ensure_future(read_chunk(slices, part)))
+        reads = {
+            slices: asyncio.ensure_future(
+                self.read_slices(
+                    ids, slices.precision, slices.starts.start, slices.starts[-1], gate
+                )
+            )
             for slices, ids in group_reads(chosen.items()).items()
-            for part in _chunks(ids, max(1, READ_CHUNK_POINTS // len(slices.starts)))
-        ]
+        }
         notes = {
             query: asyncio.ensure_future(self.annotations(plan.start, plan.end, query.tags))
             for query in plan.annotation_queries
         }
-        await all_done([*(task for _, task in chunks), *notes.values()])
-        counts: dict[Timeline, dict[str, list[int | None]]] = {}
-        for slices, task in chunks:
-            counts.setdefault(slices, {}).update(task.result())
+        await all_done([*reads.values(), *notes.values()])
+        counts = {slices: task.result() for slices, task in reads.items()}
         return Loaded(counts, {query: task.result() for query, task in notes.items()})
+
+    async def read_slices(
+        self,
+        ids: Sequence[str],
+        precision: int,
+        first: int,
+        last: int,
+        gate: asyncio.Semaphore | None = None,
+    ) -> dict[str, list[int | None]]:
+        """The counts of the slices from start ``first`` to start ``last`` of every series,
+        in chunks of READ_CHUNK_POINTS, READS_IN_FLIGHT at once (``gate`` may be shared)."""
+        if last < first or not ids:
+            return {i: [] for i in ids}
+        gate = gate or asyncio.Semaphore(READS_IN_FLIGHT)
+        per_chunk = max(1, READ_CHUNK_POINTS // ((last - first) // precision + 1))
+
+        async def read_chunk(part: list[str]) -> dict[str, list[int | None]]:
+            async with gate:
+                return await self.store.read(part, precision, first, last)
+
+        tasks = [asyncio.ensure_future(read_chunk(part)) for part in _chunks(list(ids), per_chunk)]
+        await all_done(tasks)
+        counts: dict[str, list[int | None]] = {}
+        for task in tasks:
+            counts.update(task.result())
+        return counts
 
 
 def _chunks(ids: list[str], size: int) -> list[list[str]]:

@@ -1,0 +1,104 @@
+"""The Prometheus API's routes: GET or POST on every endpoint, parameters from the query
+string and the form merged, errors as Prometheus' envelopes with its status codes."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+from urllib.parse import parse_qsl
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import BaseRoute, Route
+
+from slicecount.datasource.limits import LimitExceeded
+from slicecount.datasource.prometheus import api, results
+from slicecount.datasource.prometheus.params import Params
+from slicecount.datasource.reader import Reader
+from slicecount.errors import ConfigurationError, QueryError, StoreError
+from slicecount.promql.values import EvaluationError
+
+logger = logging.getLogger("slicecount.datasource")
+
+PREFIX = "/api/v1"
+Handler = Callable[[Reader, Params], Awaitable[dict[str, Any]]]
+ENDPOINTS: dict[str, Handler] = {
+    "/query": api.query,
+    "/query_range": api.query_range,
+    "/labels": api.labels,
+    "/series": api.series,
+    "/metadata": api.metadata,
+    "/status/buildinfo": api.buildinfo,
+    "/rules": api.rules,
+    "/query_exemplars": api.exemplars,
+}
+METHODS = ["GET", "POST"]
+
+
+def routes(reader: Reader, respond: Callable[[Any, int], Response]) -> list[BaseRoute]:
+    """Every endpoint under ``/api/v1``; ``respond(body, status)`` encodes an answer."""
+
+    def endpoint(handler: Handler) -> Callable[[Request], Awaitable[Response]]:
+        async def run(request: Request) -> Response:
+            async def call(params: Params) -> dict[str, Any]:
+                return await handler(reader, params)
+
+            return await answer(request, reader, call, respond)
+
+        return run
+
+    async def values(request: Request) -> Response:
+        label = request.path_params["name"]
+
+        async def call(params: Params) -> dict[str, Any]:
+            return await api.label_values(reader, params, label)
+
+        return await answer(request, reader, call, respond)
+
+    out: list[BaseRoute] = [
+        Route(PREFIX + path, endpoint(handler), methods=METHODS)
+        for path, handler in ENDPOINTS.items()
+    ]
+    out.append(Route(PREFIX + "/label/{name}/values", values, methods=METHODS))
+    return out
+
+
+async def answer(
+    request: Request,
+    reader: Reader,
+    call: Callable[[Params], Awaitable[dict[str, Any]]],
+    respond: Callable[[Any, int], Response],
+) -> Response:
+    try:
+        params = await read_params(request, reader.limits.max_body_bytes)
+        return respond(await call(params), 200)
+    except (LimitExceeded, EvaluationError) as exc:
+        return respond(*results.error("execution", str(exc)))
+    except (QueryError, ConfigurationError) as exc:
+        return respond(*results.error("bad_data", str(exc)))
+    except StoreError as exc:
+        logger.warning("redis unavailable: %s", exc)
+        return respond(*results.error("unavailable", f"redis unavailable: {exc}"))
+    except Exception as exc:  # a bug: answered here, so the connection stays open
+        logger.exception("prometheus api failed on %s", request.url.path)
+        return respond(*results.error("internal", f"internal error: {type(exc).__name__}"))
+
+
+async def read_params(request: Request, max_bytes: int) -> Params:
+    """The query string's parameters, then the form's (``application/x-www-form-urlencoded``)."""
+    pairs = list(request.query_params.multi_items())
+    kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if request.method == "POST" and kind == "application/x-www-form-urlencoded":
+        chunks, size = [], 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > max_bytes:
+                raise QueryError(f"request body is more than the limit of {max_bytes} bytes")
+            chunks.append(chunk)
+        try:
+            text = b"".join(chunks).decode("utf-8")
+            pairs += parse_qsl(text, keep_blank_values=True, strict_parsing=False)
+        except (UnicodeDecodeError, ValueError) as exc:
+            raise QueryError(f"cannot parse the form: {exc}") from None
+    return Params(pairs)

@@ -1,0 +1,118 @@
+"""slicecount names as Prometheus sees them. Pure.
+
+The exposed name is the slicecount name with every character outside ``[A-Za-z0-9_:]``
+replaced by ``_``; a counter gets ``_total`` (``http.requests`` -> ``http_requests_total``). A
+histogram ``h`` (``h.bucket{le}`` per bucket, ``h.sum_us``) is ``h_bucket{le}`` (cumulative,
+``le="+Inf"`` included), ``h_sum`` (base units) and ``h_count``. Two names that map to one are
+reported, and the first (in sort order) answers.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from slicecount.histogram import BUCKET_SUFFIX, LE_LABEL, MICRO, SUM_SUFFIX, parse_bound
+from slicecount.promql.ast import NAME_LABEL
+
+Kind = Literal["counter", "bucket", "count", "sum"]
+_ILLEGAL = re.compile(r"[^A-Za-z0-9_:]")
+SCALE = {"counter": 1.0, "bucket": 1.0, "count": 1.0, "sum": 1 / MICRO}
+
+
+def legacy(name: str) -> str:
+    return _ILLEGAL.sub("_", name)
+
+
+def exposed(stored: str) -> list[tuple[str, Kind]]:
+    """The Prometheus names of a stored metric, with what each shows of it."""
+    if stored.endswith(BUCKET_SUFFIX):
+        base = legacy(stored[: -len(BUCKET_SUFFIX)])
+        return [(base + "_bucket", "bucket"), (base + "_count", "count")]
+    if stored.endswith(SUM_SUFFIX):
+        return [(legacy(stored[: -len(SUM_SUFFIX)]) + "_sum", "sum")]
+    name = legacy(stored)
+    return [(name if name.endswith("_total") else name + "_total", "counter")]
+
+
+def family(name: str, kind: Kind) -> str:
+    """The metric family an exposed name belongs to (metadata is per family)."""
+    if kind == "counter":
+        return name
+    return name.rsplit("_", 1)[0]
+
+
+@dataclass(frozen=True)
+class Source:
+    """What an exposed name reads: a stored metric and how."""
+
+    stored: str
+    kind: Kind
+
+
+@dataclass(frozen=True)
+class Catalogue:
+    """Every exposed name, and the collisions found building it."""
+
+    sources: dict[str, Source]
+    warnings: tuple[str, ...]
+
+    @classmethod
+    def of(cls, stored_names: Iterable[str]) -> Catalogue:
+        sources: dict[str, Source] = {}
+        clashes: dict[str, list[str]] = {}
+        for stored in sorted(set(stored_names)):
+            for name, kind in exposed(stored):
+                if name in sources:
+                    clashes.setdefault(name, [sources[name].stored]).append(stored)
+                    continue
+                sources[name] = Source(stored, kind)
+        warnings = tuple(
+            f"{', '.join(names)} all map to {name}: only {names[0]} is answered under that name"
+            for name, names in sorted(clashes.items())
+        )
+        return cls(sources, warnings)
+
+
+@dataclass(frozen=True)
+class Derived:
+    """One series as PromQL sees it: its labels, and the stored series whose running totals
+    add up to it (a cumulative bucket adds the buckets at or below its bound)."""
+
+    labels: dict[str, str]
+    parts: tuple[str, ...]
+    scale: float
+
+
+def derive(
+    name: str, source: Source, series: Sequence[tuple[str, dict[str, str]]]
+) -> list[Derived]:
+    """The series of exposed ``name`` from the stored ``(id, labels)`` of its source."""
+    scale = SCALE[source.kind]
+    if source.kind in ("counter", "sum"):
+        return [Derived({NAME_LABEL: name, **labels}, (id_,), scale) for id_, labels in series]
+    groups: dict[tuple[tuple[str, str], ...], list[tuple[float, str]]] = {}
+    bounds: dict[float, str] = {math.inf: "+Inf"}
+    for id_, labels in series:
+        try:
+            bound = parse_bound(labels.get(LE_LABEL, ""))
+        except ValueError:
+            continue  # not a bucket of ours
+        bounds.setdefault(bound, labels[LE_LABEL])
+        rest = tuple(sorted((k, v) for k, v in labels.items() if k != LE_LABEL))
+        groups.setdefault(rest, []).append((bound, id_))
+    out = []
+    for rest, buckets in groups.items():
+        buckets.sort()
+        if source.kind == "count":
+            parts = tuple(id_ for _, id_ in buckets)
+            out.append(Derived({NAME_LABEL: name, **dict(rest)}, parts, scale))
+            continue
+        # every bound any label set has, so that each set shows the same buckets
+        for bound, text in sorted(bounds.items()):
+            parts = tuple(id_ for b, id_ in buckets if b <= bound)
+            out.append(Derived({NAME_LABEL: name, **dict(rest), LE_LABEL: text}, parts, scale))
+    return out

@@ -1,0 +1,158 @@
+"""Which precision answers a PromQL query, and which slices it reads. Pure.
+
+The precision is the finest whose retention covers the query's times minus its longest
+window, preferring one whose slice divides every window, offset and the step (answers are
+then exact at every evaluation time); what was chosen and rounded is said in ``infos``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from slicecount.config import Settings
+from slicecount.promql.ast import Call, MatrixSelector, Node, VectorSelector, walk
+from slicecount.promql.durations import format_duration
+from slicecount.promql.values import Grid
+from slicecount.slices import oldest_kept, slice_start
+
+ABSOLUTE_FUNCTIONS = frozenset(
+    {"sum_over_time", "avg_over_time", "max_over_time", "min_over_time", "last_over_time"}
+)
+"""Range functions that see the running totals themselves, not only their differences."""
+
+
+@dataclass(frozen=True)
+class Need:
+    """What one selector asks of the data: a window (0 for an instant selector) and whether
+    it needs totals since the oldest retained slice, not only differences."""
+
+    selector: VectorSelector
+    span: float
+    absolute: bool
+
+
+def needs(node: Node) -> list[Need]:
+    """Every selector of a tree with its window."""
+    out: list[Need] = []
+    in_windows: set[int] = set()
+    for item in walk(node):
+        if isinstance(item, Call) and item.args and isinstance(item.args[0], MatrixSelector):
+            window = item.args[0]
+            in_windows.add(id(window.vector))
+            out.append(Need(window.vector, window.range, item.func in ABSOLUTE_FUNCTIONS))
+    for item in walk(node):
+        if isinstance(item, VectorSelector) and id(item) not in in_windows:
+            out.append(Need(item, 0.0, True))
+    return out
+
+
+@dataclass(frozen=True)
+class Choice:
+    grid: Grid
+    infos: tuple[str, ...]
+
+    @property
+    def precision(self) -> int:
+        return self.grid.precision
+
+
+def _earliest(wanted: Sequence[Need], start: float, p: int) -> int:
+    """The oldest boundary the query reads at precision ``p``."""
+    earliest = slice_start(start, p) + p
+    for need in wanted:
+        a = -int(-(start - need.selector.offset) // p) * p
+        span = max(p, round(need.span / p) * p) if need.span else p
+        earliest = min(earliest, a - span)
+    return earliest
+
+
+def _divides(wanted: Sequence[Need], step: float | None, p: int) -> tuple[bool, bool]:
+    """(p divides every window and offset, p divides the step too)."""
+    windows = all(n.span % p == 0 and n.selector.offset % p == 0 for n in wanted)
+    return windows, windows and (step is None or step % p == 0)
+
+
+def choose(
+    settings: Settings,
+    wanted: Sequence[Need],
+    times: Sequence[float],
+    step: float | None,
+    now: float,
+    max_slices: int,
+) -> Choice:
+    """The precision (and its grid) for evaluating at ``times``."""
+    start, end = times[0], times[-1]
+
+    def oldest(p: int) -> int:
+        return oldest_kept(p, settings.retention_for(p), now)
+
+    def slices(p: int) -> int:
+        last = min(slice_start(now, p) + p, slice_start(end, p) + p)
+        return max(0, (last - max(oldest(p), _earliest(wanted, start, p))) // p)
+
+    covering = [
+        p
+        for p in settings.precisions
+        if oldest(p) <= _earliest(wanted, start, p) and slices(p) <= max_slices
+    ]
+    infos: list[str] = []
+    chosen = None
+    for rank in (1, 0):  # dividing windows and step, then windows only
+        chosen = next((p for p in covering if _divides(wanted, step, p)[rank]), None)
+        if chosen is not None:
+            break
+    if chosen is None and covering:
+        chosen = covering[0]
+    if chosen is None:
+        fitting = [p for p in settings.precisions if slices(p) <= max_slices]
+        chosen = fitting[-1] if fitting else settings.precisions[-1]
+        infos.append(
+            f"no precision keeps slices back to {_earliest(wanted, start, chosen)}: precision "
+            f"{chosen} s keeps them from {oldest(chosen)}; earlier times have no samples"
+        )
+    p = chosen
+    infos.insert(0, f"answered from the slices of precision {p} s ({_retained(settings, p)})")
+    for need in wanted:
+        rounded = max(p, round(need.span / p) * p)
+        if need.span and rounded != need.span:
+            infos.append(
+                f"range [{format_duration(need.span)}] is not a whole number of {p} s slices: "
+                f"counted over [{format_duration(rounded)}]"
+            )
+    if step is not None and step % p and len(times) > 1:
+        infos.append(
+            f"step {format_duration(step)} is not a multiple of the precision {p} s: "
+            f"values change once per slice"
+        )
+    grid = Grid(
+        tuple(times),
+        p,
+        first=_first(wanted, start, p, oldest(p)),
+        oldest=oldest(p),
+        newest=slice_start(now, p) + p,
+    )
+    return Choice(grid, tuple(dict.fromkeys(infos)))
+
+
+def _first(wanted: Sequence[Need], start: float, p: int, oldest: int) -> int:
+    if any(need.absolute for need in wanted):
+        return oldest
+    return max(oldest, _earliest(wanted, start, p))
+
+
+def _retained(settings: Settings, p: int) -> str:
+    return f"{format_duration(p * settings.retention_for(p))} retained"
+
+
+def last_boundary(grid: Grid, wanted: Sequence[Need]) -> int:
+    """The newest boundary the query reads (the end of the slices to read)."""
+    end = grid.times[-1]
+    latest = max((grid.boundary(end, n.selector.offset) for n in wanted), default=grid.first)
+    return max(grid.first, min(latest, grid.newest))
+
+
+def evaluation_times(start: float, end: float, step: float) -> list[float]:
+    """``start + k * step`` up to ``end``, as Prometheus evaluates a range query."""
+    count = int((end - start) // step) + 1
+    return [start + k * step for k in range(count)]

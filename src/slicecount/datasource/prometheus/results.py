@@ -1,0 +1,66 @@
+"""The Prometheus API's JSON envelopes, field for field. Pure.
+
+{"status":"success","data":{"resultType":"matrix","result":[{"metric":{...},
+ "values":[[1700000000,"3"],...]}]},"infos":[...]}
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from slicecount.promql.engine import Result, as_scalar, as_vector
+from slicecount.promql.values import Series, Value, format_time, format_value
+
+ERROR_STATUS = {"bad_data": 400, "execution": 422, "unavailable": 503, "timeout": 503}
+ERROR_STATUS |= {"not_found": 404, "internal": 500, "canceled": 499}
+
+
+def success(data: Any, warnings: Sequence[str] = (), infos: Sequence[str] = ()) -> dict[str, Any]:
+    body: dict[str, Any] = {"status": "success", "data": data}
+    if warnings:
+        body["warnings"] = list(warnings)
+    if infos:
+        body["infos"] = list(infos)
+    return body
+
+
+def error(kind: str, message: str) -> tuple[dict[str, Any], int]:
+    return {"status": "error", "errorType": kind, "error": message}, ERROR_STATUS[kind]
+
+
+def instant(result: Result, kind: str, t: float) -> dict[str, Any]:
+    """``/api/v1/query``'s data: a vector, a scalar or a string at ``t``."""
+    when = format_time(t)
+    if isinstance(result, str):
+        return {"resultType": "string", "result": [when, result]}
+    if kind == "scalar":
+        return {"resultType": "scalar", "result": [when, format_value(as_scalar(result)[0])]}
+    return {
+        "resultType": "vector",
+        "result": [
+            {"metric": s.labels, "value": [when, format_value(s.values[0])]}
+            for s in as_vector(result)
+            if s.values[0] is not None
+        ],
+    }
+
+
+def matrix(result: Result, kind: str, times: Sequence[float]) -> dict[str, Any]:
+    """``/api/v1/query_range``'s data: every series with its samples (a scalar becomes one
+    series without labels, as in Prometheus)."""
+    if kind == "scalar":
+        lines = [Series({}, list[Value](as_scalar(result)))]
+    else:
+        lines = as_vector(result)
+    stamps = [format_time(t) for t in times]
+    out = []
+    for s in sorted(lines, key=lambda s: sorted(s.labels.items())):
+        values = [
+            [stamp, format_value(v)]
+            for stamp, v in zip(stamps, s.values, strict=True)
+            if v is not None
+        ]
+        if values:
+            out.append({"metric": s.labels, "values": values})
+    return {"resultType": "matrix", "result": out}

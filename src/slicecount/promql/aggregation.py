@@ -1,0 +1,114 @@
+"""``sum avg min max count group stddev stdvar topk bottomk quantile`` with ``by`` and
+``without``, at each evaluation time over the series present then. Pure."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+
+from slicecount.promql.ast import NAME_LABEL, Aggregate
+from slicecount.promql.values import Labels, Series, Value, key
+
+
+def aggregate(node: Aggregate, param: list[float] | None, series: list[Series]) -> list[Series]:
+    groups: dict[tuple[tuple[str, str], ...], tuple[Labels, list[Series]]] = {}
+    for s in series:
+        labels = _grouped(s.labels, node.grouping, node.without)
+        groups.setdefault(key(labels), (labels, []))[1].append(s)
+    if node.op in ("topk", "bottomk"):
+        assert param is not None
+        return [s for _, members in groups.values() for s in _top(node.op, param, members)]
+    combine = _COMBINE[node.op]
+    out = []
+    for labels, members in groups.values():
+        values: list[Value] = []
+        for index, column in enumerate(zip(*(m.values for m in members), strict=True)):
+            present = [v for v in column if v is not None]
+            if not present:
+                values.append(None)
+            elif param is not None:
+                values.append(quantile(param[index], present))
+            else:
+                values.append(combine(present))
+        out.append(Series(labels, values))
+    return out
+
+
+def _grouped(labels: Labels, grouping: tuple[str, ...], without: bool) -> Labels:
+    if without:
+        return {k: v for k, v in labels.items() if k not in grouping and k != NAME_LABEL}
+    return {k: labels[k] for k in grouping if labels.get(k, "") != ""}
+
+
+def _top(op: str, ks: list[float], members: list[Series]) -> list[Series]:
+    """The k largest (smallest) members at each time; a member keeps its labels and has
+    values only where it was chosen."""
+    chosen = [Series(m.labels, [None] * len(ks)) for m in members]
+    for index, k in enumerate(ks):
+        if math.isnan(k) or k < 1:
+            continue
+        present = [(m.values[index], i) for i, m in enumerate(members)]
+        ranked = sorted(
+            ((v, i) for v, i in present if v is not None),
+            key=lambda vi: _order(vi[0], op == "topk"),
+        )
+        for value, i in ranked[: int(min(k, len(ranked)))]:
+            chosen[i].values[index] = value
+    return [c for c in chosen if any(v is not None for v in c.values)]
+
+
+def _order(value: float, largest_first: bool) -> float:
+    if math.isnan(value):
+        return math.inf  # NaN last either way, as Prometheus' heap does
+    return -value if largest_first else value
+
+
+def quantile(q: float, values: Sequence[float]) -> float:
+    """Prometheus' ``quantile``: linear interpolation between the closest ranks."""
+    if math.isnan(q) or not values:
+        return math.nan
+    if q < 0:
+        return -math.inf
+    if q > 1:
+        return math.inf
+    ordered = sorted(values)
+    rank = q * (len(ordered) - 1)
+    lower = max(0, math.floor(rank))
+    upper = min(len(ordered) - 1, lower + 1)
+    weight = rank - math.floor(rank)
+    return ordered[lower] * (1 - weight) + ordered[upper] * weight
+
+
+def _fsum(values: Sequence[float]) -> float:
+    try:
+        return math.fsum(values)
+    except (OverflowError, ValueError):  # inf and -inf together, or an overflow
+        return float(sum(values))
+
+
+def _variance(values: Sequence[float]) -> float:
+    mean = _fsum(values) / len(values)
+    return _fsum([(v - mean) ** 2 for v in values]) / len(values)
+
+
+def _max(values: Sequence[float]) -> float:
+    numbers = [v for v in values if not math.isnan(v)]
+    return max(numbers) if numbers else math.nan
+
+
+def _min(values: Sequence[float]) -> float:
+    numbers = [v for v in values if not math.isnan(v)]
+    return min(numbers) if numbers else math.nan
+
+
+_COMBINE: dict[str, Callable[[Sequence[float]], float]] = {
+    "sum": _fsum,
+    "avg": lambda values: _fsum(values) / len(values),
+    "max": _max,
+    "min": _min,
+    "count": lambda values: float(len(values)),
+    "group": lambda values: 1.0,
+    "stdvar": _variance,
+    "stddev": lambda values: math.sqrt(_variance(values)),
+    "quantile": lambda values: math.nan,  # computed with its parameter above
+}

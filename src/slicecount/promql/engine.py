@@ -1,0 +1,206 @@
+"""Evaluating a PromQL tree on a grid of times over exact running totals. Pure.
+
+Selectors read the totals the datasource prepared (``data``, by selector); everything else
+follows Prometheus' semantics, except that nothing is extrapolated: ``increase(c[d])`` at t
+is the sum of the counts of the d/p slices that end with the one holding t.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from typing import cast
+
+from slicecount.promql import aggregation, binary, functions
+from slicecount.promql.ast import (
+    Aggregate,
+    Binary,
+    Call,
+    MatrixSelector,
+    Node,
+    NumberLiteral,
+    StringLiteral,
+    Unary,
+    VectorSelector,
+)
+from slicecount.promql.values import EvaluationError, Grid, Raw, Series, Value, without_name
+
+Result = list[float] | list[Series] | str
+"""A scalar (a float per time), a vector (series), or a string."""
+
+
+def as_scalar(result: Result) -> list[float]:
+    """A result known (from the tree's type) to be a scalar."""
+    if isinstance(result, str) or any(isinstance(v, Series) for v in result[:1]):
+        raise TypeError("not a scalar")
+    return cast("list[float]", result)
+
+
+def as_vector(result: Result) -> list[Series]:
+    """A result known (from the tree's type) to be a vector."""
+    if isinstance(result, str) or any(not isinstance(v, Series) for v in result[:1]):
+        raise TypeError("not a vector")
+    return cast("list[Series]", result)
+
+
+class Evaluator:
+    """Evaluates trees on one grid; counts the points it computes against ``max_points``."""
+
+    def __init__(
+        self, grid: Grid, data: Mapping[VectorSelector, Sequence[Raw]], max_points: int
+    ) -> None:
+        self.grid = grid
+        self.data = data
+        self.max_points = max_points
+        self.computed = 0
+
+    def charge(self, series: list[Series]) -> list[Series]:
+        self.computed += len(series) * len(self.grid.times)
+        if self.computed > self.max_points:
+            raise EvaluationError(
+                f"the query computes more than {self.max_points:,} points in its functions "
+                "and operators (max_computed_points): match fewer series or shorten the range"
+            )
+        return series
+
+    def scalar(self, node: Node) -> list[float]:
+        return as_scalar(self.evaluate(node))
+
+    def vector(self, node: Node) -> list[Series]:
+        return as_vector(self.evaluate(node))
+
+    def evaluate(self, node: Node) -> Result:
+        if isinstance(node, NumberLiteral):
+            return [node.value] * len(self.grid.times)
+        if isinstance(node, StringLiteral):
+            return node.value
+        if isinstance(node, VectorSelector):
+            return self.charge(self.instant(node))
+        if isinstance(node, MatrixSelector):
+            raise EvaluationError("a range vector can only be the argument of a function")
+        if isinstance(node, Unary):
+            return self.negate(node)
+        if isinstance(node, Call):
+            return self.call(node)
+        if isinstance(node, Aggregate):
+            param = self.scalar(node.param) if node.param is not None else None
+            return self.charge(aggregation.aggregate(node, param, self.vector(node.expr)))
+        return self.binary(node)
+
+    def negate(self, node: Unary) -> Result:
+        if node.expr.type == "scalar":
+            return [-v for v in self.scalar(node.expr)]
+        return [
+            Series(without_name(s.labels), [None if v is None else -v for v in s.values])
+            for s in self.vector(node.expr)
+        ]
+
+    def binary(self, node: Binary) -> Result:
+        lhs, rhs = self.evaluate(node.lhs), self.evaluate(node.rhs)
+        if node.lhs.type == "scalar" and node.rhs.type == "scalar":
+            return binary.scalars(node.op, lhs, rhs)  # type: ignore[arg-type]
+        if node.matching is None:
+            swap = node.lhs.type == "scalar"
+            vector, number = (rhs, lhs) if swap else (lhs, rhs)
+            return self.charge(
+                binary.with_scalar(node.op, vector, number, swap, node.bool)  # type: ignore[arg-type]
+            )
+        return self.charge(binary.vectors(node, lhs, rhs))  # type: ignore[arg-type]
+
+    def call(self, node: Call) -> Result:
+        name, args = node.func, node.args
+        if isinstance(args[0] if args else None, MatrixSelector):
+            return self.charge(self.over_window(name, args[0]))  # type: ignore[arg-type]
+        if name == "time":
+            return [float(t) for t in self.grid.times]
+        if name == "vector":
+            return [Series({}, list[Value](self.scalar(args[0])))]
+        if name == "scalar":
+            return functions.scalar(self.vector(args[0]), len(self.grid.times))
+        if name == "histogram_quantile":
+            return self.charge(
+                functions.histogram_quantile(self.scalar(args[0]), self.vector(args[1]))
+            )
+        if name == "absent":
+            return functions.absent(args[0], self.vector(args[0]), len(self.grid.times))
+        if name == "timestamp":
+            return functions.timestamp(self.vector(args[0]), self.grid.times)
+        rest = [self.evaluate(arg) for arg in args[1:]]
+        return self.charge(functions.call(name, self.vector(args[0]), rest))
+
+    # -- selectors --------------------------------------------------------------------------
+
+    def instant(self, node: VectorSelector) -> list[Series]:
+        """Each series' running total at every time (the slice holding t included)."""
+        grid = self.grid
+        p, first = grid.precision, grid.first
+        indexes: list[int | None] = []
+        for t in grid.times:
+            a = grid.boundary(t, node.offset)
+            ok = grid.oldest < a <= grid.newest
+            indexes.append((a - first) // p if ok else None)
+        out = []
+        for raw in self.data[node]:
+            totals, scale = raw.totals, raw.scale
+            out.append(
+                Series(
+                    raw.labels,
+                    [None if i is None or i >= len(totals) else totals[i] * scale for i in indexes],
+                )
+            )
+        return out
+
+    def over_window(self, name: str, node: MatrixSelector) -> list[Series]:
+        """A range function over each series' window ``(t - d, t]``, d rounded to slices."""
+        grid = self.grid
+        p, first = grid.precision, grid.first
+        span = grid.window(node.range)
+        windows: list[tuple[int, int] | None] = []
+        for t in grid.times:
+            a = grid.boundary(t, node.vector.offset)
+            b = a - span
+            ok = b >= grid.oldest and a <= grid.newest
+            windows.append(((b - first) // p, (a - first) // p) if ok else None)
+        compute = _WINDOW_FUNCTIONS[name]
+        keep_name = name == "last_over_time"
+        out = []
+        for raw in self.data[node.vector]:
+            totals, size = raw.totals, len(raw.totals)
+            scale = 1.0 if name == "count_over_time" else raw.scale
+            values: list[Value] = [
+                None if w is None or w[1] >= size else compute(totals, w[0], w[1], span, p) * scale
+                for w in windows
+            ]
+            out.append(Series(raw.labels if keep_name else without_name(raw.labels), values))
+        return out
+
+
+WindowFunction = Callable[[Sequence[int], int, int, int, int], float]
+"""(totals, index of the window's start, index of its end, its span, precision) -> value."""
+
+
+def _samples(totals: Sequence[int], b: int, a: int) -> Sequence[int]:
+    return totals[b + 1 : a + 1]  # the boundaries inside (t - d, t]: one sample per slice
+
+
+_WINDOW_FUNCTIONS: dict[str, WindowFunction] = {
+    "increase": lambda t, b, a, span, p: float(t[a] - t[b]),
+    "rate": lambda t, b, a, span, p: (t[a] - t[b]) / span,
+    "irate": lambda t, b, a, span, p: (t[a] - t[a - 1]) / p,  # the last slice
+    "sum_over_time": lambda t, b, a, span, p: float(sum(_samples(t, b, a))),
+    "avg_over_time": lambda t, b, a, span, p: math.fsum(_samples(t, b, a)) / (a - b),
+    "max_over_time": lambda t, b, a, span, p: float(max(_samples(t, b, a))),
+    "min_over_time": lambda t, b, a, span, p: float(min(_samples(t, b, a))),
+    "count_over_time": lambda t, b, a, span, p: float(a - b),
+    "last_over_time": lambda t, b, a, span, p: float(t[a]),
+}
+
+
+def evaluate(
+    node: Node,
+    grid: Grid,
+    data: Mapping[VectorSelector, Sequence[Raw]],
+    max_points: int = 2_000_000,
+) -> Result:
+    """The value of ``node`` at every time of ``grid``."""
+    return Evaluator(grid, data, max_points).evaluate(node)

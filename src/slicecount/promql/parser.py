@@ -1,0 +1,400 @@
+"""PromQL text -> a type-checked tree (``ast``), with Prometheus' precedence and errors that
+name the construct and its position. Pure.
+
+    sum by (status) (rate(http_requests_total{route=~"/api/.*"}[1m0s]))
+    histogram_quantile(0.95, sum by (le) (rate(http_request_duration_bucket[5m])))
+"""
+
+from __future__ import annotations
+
+import math
+
+from slicecount.errors import QueryError
+from slicecount.promql.ast import (
+    NAME_LABEL,
+    Aggregate,
+    Binary,
+    Call,
+    Card,
+    Matcher,
+    Matching,
+    MatrixSelector,
+    Node,
+    NumberLiteral,
+    StringLiteral,
+    Unary,
+    ValueType,
+    VectorSelector,
+    children,
+    walk,
+)
+from slicecount.promql.durations import parse_duration
+from slicecount.promql.lexer import Token, tokenize, unquote
+from slicecount.promql.signatures import AGGREGATIONS, FUNCTIONS, PARAMETRIZED, UNSUPPORTED
+
+MAX_DEPTH = 100
+"""Deepest tree accepted: evaluation recurses along it."""
+
+PRECEDENCE = {
+    "or": 1,
+    "and": 2,
+    "unless": 2,
+    "==": 3,
+    "!=": 3,
+    "<=": 3,
+    "<": 3,
+    ">=": 3,
+    ">": 3,
+    "+": 4,
+    "-": 4,
+    "*": 5,
+    "/": 5,
+    "%": 5,
+    "^": 6,
+}
+COMPARISONS = frozenset({"==", "!=", "<=", "<", ">=", ">"})
+SET_OPERATORS = frozenset({"and", "or", "unless"})
+_UNARY_PRECEDENCE = PRECEDENCE["^"]  # -2 ^ 2 is -(2 ^ 2), as in Prometheus
+
+
+def parse(text: str) -> Node:
+    """The tree of a PromQL expression; QueryError naming the first problem."""
+    if not isinstance(text, str) or not text.strip():
+        raise QueryError("empty query: expected a PromQL expression such as up")
+    parser = _Parser(text)
+    node = parser.expression(0)
+    parser.expect("end")
+    if len(walk(node)) > 10_000 or _depth(node) > MAX_DEPTH:
+        raise QueryError(f"query nests more than {MAX_DEPTH} levels deep")
+    return node
+
+
+def _depth(node: Node) -> int:
+    deepest, stack = 0, [(node, 1)]
+    while stack:
+        item, level = stack.pop()
+        deepest = max(deepest, level)
+        stack += [(child, level + 1) for child in children(item)]
+    return deepest
+
+
+class _Parser:
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.tokens = tokenize(text)
+        self.i = 0
+        self.level = 0  # open parentheses and calls: bounds the recursion
+
+    # -- tokens -----------------------------------------------------------------------------
+
+    def peek(self, ahead: int = 0) -> Token:
+        return self.tokens[min(self.i + ahead, len(self.tokens) - 1)]
+
+    def next(self) -> Token:
+        token = self.peek()
+        self.i += 1
+        return token
+
+    def at(self, *texts: str) -> bool:
+        token = self.peek()
+        return token.kind in ("op", "punct", "ident") and token.text in texts
+
+    def error(self, message: str, token: Token | None = None) -> QueryError:
+        token = token or self.peek()
+        return QueryError(f"parse error at char {token.pos + 1}: {message}")
+
+    def expect(self, kind: str, text: str | None = None) -> Token:
+        token = self.peek()
+        if token.kind != kind or (text is not None and token.text != text):
+            want = repr(text) if text is not None else kind
+            raise self.error(f"expected {want}, found {_shown(token)}")
+        return self.next()
+
+    def descend(self) -> None:
+        self.level += 1
+        if self.level > MAX_DEPTH:
+            raise QueryError(f"query nests more than {MAX_DEPTH} levels deep")
+
+    # -- expressions ------------------------------------------------------------------------
+
+    def expression(self, minimum: int) -> Node:
+        left = self.unary()
+        while True:
+            token = self.peek()
+            op = token.text.lower() if token.kind == "ident" else token.text
+            if token.kind not in ("op", "ident") or op not in PRECEDENCE:
+                return left
+            precedence = PRECEDENCE[op]
+            if precedence < minimum:
+                return left
+            self.next()
+            returns_bool, matching = self.modifiers(op)
+            # ^ is right-associative, every other operator left-associative
+            right = self.expression(precedence if op == "^" else precedence + 1)
+            left = self.binary(op, left, right, returns_bool, matching, token)
+
+    def unary(self) -> Node:
+        if self.at("-", "+"):
+            token = self.next()
+            operand = self.expression(_UNARY_PRECEDENCE)
+            if operand.type not in ("scalar", "vector"):
+                raise self.error(f"unary {token.text} needs a scalar or a vector", token)
+            if token.text == "+":
+                return operand
+            if isinstance(operand, NumberLiteral):
+                return NumberLiteral(-operand.value)
+            return Unary("-", operand, operand.type)
+        return self.postfix(self.primary())
+
+    def postfix(self, node: Node) -> Node:
+        while True:
+            if self.at("["):
+                token = self.next()
+                if not isinstance(node, VectorSelector):
+                    raise self.error("ranges only allowed for vector selectors", token)
+                if node.offset:
+                    raise self.error("offset must follow the range: x[5m] offset 1h", token)
+                seconds = self.duration()
+                if self.peek().text.startswith(":"):
+                    raise self.error("subqueries ([range:step]) are not supported")
+                if seconds <= 0:
+                    raise self.error("a range must be positive", token)
+                self.expect("punct", "]")
+                node = MatrixSelector(node, seconds)
+            elif self.peek().kind == "ident" and self.peek().text.lower() == "offset":
+                token = self.next()
+                node = self.offset(node, token)
+            elif self.at("@"):
+                raise self.error("the @ modifier is not supported")
+            else:
+                return node
+
+    def offset(self, node: Node, token: Token) -> Node:
+        negative = self.at("-")
+        if negative:
+            self.next()
+        seconds = self.duration() * (-1 if negative else 1)
+        if isinstance(node, VectorSelector) and not node.offset:
+            return VectorSelector(node.matchers, seconds)
+        if isinstance(node, MatrixSelector) and not node.vector.offset:
+            return MatrixSelector(VectorSelector(node.vector.matchers, seconds), node.range)
+        raise self.error("offset applies once, to a selector (x offset 5m, x[5m] offset 1h)", token)
+
+    def duration(self) -> float:
+        token = self.peek()
+        if token.kind != "duration":
+            raise self.error(f"expected a duration such as 5m or 1m30s, found {_shown(token)}")
+        self.next()
+        try:
+            return parse_duration(token.text)
+        except ValueError as exc:
+            raise self.error(str(exc), token) from None
+
+    def primary(self) -> Node:
+        token = self.peek()
+        if token.kind == "number":
+            self.next()
+            return NumberLiteral(_number(token.text))
+        if token.kind == "string":
+            self.next()
+            return StringLiteral(unquote(token.text))
+        if token.kind == "duration":
+            raise self.error(f"unexpected duration {token.text}: durations go in [...] or offset")
+        if self.at("("):
+            self.next()
+            self.descend()
+            inner = self.expression(0)
+            self.expect("punct", ")")
+            self.level -= 1
+            return inner
+        if self.at("{"):
+            return self.selector(None)
+        if token.kind == "ident":
+            word = token.text
+            if word.lower() in ("inf", "nan"):
+                self.next()
+                return NumberLiteral(float(word))
+            if word in AGGREGATIONS and (self.peek(1).text in ("(", "by", "without")):
+                return self.aggregation()
+            if self.peek(1).text == "(" and self.peek(1).kind == "punct":
+                return self.call()
+            self.next()
+            return self.selector(word)
+        raise self.error(f"unexpected {_shown(token)}")
+
+    # -- selectors --------------------------------------------------------------------------
+
+    def selector(self, name: str | None) -> VectorSelector:
+        matchers: list[Matcher] = []
+        if name is not None:
+            matchers.append(Matcher.make(NAME_LABEL, "=", name))
+        if self.at("{"):
+            self.next()
+            while not self.at("}"):
+                label = self.label_name()
+                op = self.expect("op")
+                if op.text not in ("=", "!=", "=~", "!~"):
+                    raise self.error(f"unexpected {op.text!r} in a label matcher", op)
+                value = unquote(self.expect("string").text)
+                matchers.append(Matcher.make(label, op.text, value))
+                if not self.at(","):
+                    break
+                self.next()
+            self.expect("punct", "}")
+        if not any(not m.matches("") for m in matchers):
+            raise self.error("vector selector must contain at least one non-empty matcher")
+        return VectorSelector(tuple(matchers))
+
+    def label_name(self) -> str:
+        token = self.peek()
+        if token.kind != "ident" or ":" in token.text:
+            raise self.error(f"expected a label name, found {_shown(token)}")
+        return self.next().text
+
+    def label_list(self) -> tuple[str, ...]:
+        self.expect("punct", "(")
+        labels: list[str] = []
+        while not self.at(")"):
+            labels.append(self.label_name())
+            if not self.at(","):
+                break
+            self.next()
+        self.expect("punct", ")")
+        return tuple(labels)
+
+    # -- calls ------------------------------------------------------------------------------
+
+    def arguments(self) -> list[Node]:
+        self.expect("punct", "(")
+        self.descend()
+        args: list[Node] = []
+        while not self.at(")"):
+            args.append(self.expression(0))
+            if not self.at(","):
+                break
+            self.next()
+        self.expect("punct", ")")
+        self.level -= 1
+        return args
+
+    def call(self) -> Call:
+        token = self.next()
+        name = token.text
+        signature = FUNCTIONS.get(name)
+        if signature is None:
+            known = "is not supported by slicecount" if name in UNSUPPORTED else "is unknown"
+            raise self.error(f"function {name}() {known}", token)
+        args = self.arguments()
+        fixed = len(signature.args)
+        low = fixed - signature.optional
+        if len(args) < low or (len(args) > fixed and not signature.variadic):
+            want = f"{low}" if low == fixed else f"{low} to {fixed}"
+            raise self.error(f"{name}() takes {want} arguments, got {len(args)}", token)
+        for index, arg in enumerate(args):
+            expected = signature.args[min(index, fixed - 1)]
+            self.check_type(arg, expected, f"argument {index + 1} of {name}()", token)
+        if name in ("rate", "increase", "irate") or name.endswith("_over_time"):
+            if not isinstance(args[0], MatrixSelector):
+                raise self.error(f"{name}() needs a range selector such as x[5m]", token)
+        return Call(name, tuple(args), signature.returns)
+
+    def aggregation(self) -> Aggregate:
+        token = self.next()
+        op = token.text
+        grouping: tuple[str, ...] = ()
+        without = False
+        if self.at("by", "without"):
+            without = self.next().text == "without"
+            grouping = self.label_list()
+        args = self.arguments()
+        if self.at("by", "without"):
+            if grouping or without:
+                raise self.error(f"{op}: by/without given twice")
+            without = self.next().text == "without"
+            grouping = self.label_list()
+        want = 2 if op in PARAMETRIZED else 1
+        if len(args) != want:
+            raise self.error(f"{op} takes {want} argument(s), got {len(args)}", token)
+        param = args[0] if want == 2 else None
+        expr = args[-1]
+        if param is not None:
+            self.check_type(param, "scalar", f"the parameter of {op}", token)
+        self.check_type(expr, "vector", f"the argument of {op}", token)
+        return Aggregate(op, expr, param, grouping, without)
+
+    def check_type(self, node: Node, expected: ValueType, what: str, token: Token) -> None:
+        if node.type != expected:
+            raise self.error(
+                f"expected type {_TYPE_NAMES[expected]} in {what}, got {_TYPE_NAMES[node.type]}",
+                token,
+            )
+
+    # -- binary operators -------------------------------------------------------------------
+
+    def modifiers(self, op: str) -> tuple[bool, Matching]:
+        returns_bool = False
+        if self.at("bool"):
+            if op not in COMPARISONS:
+                raise self.error("bool modifier can only be used on comparison operators")
+            self.next()
+            returns_bool = True
+        card: Card = "many-to-many" if op in SET_OPERATORS else "one-to-one"
+        on = False
+        labels: tuple[str, ...] = ()
+        include: tuple[str, ...] = ()
+        if self.at("on", "ignoring"):
+            on = self.next().text == "on"
+            labels = self.label_list()
+            if self.at("group_left", "group_right"):
+                if op in SET_OPERATORS:
+                    raise self.error(f"no grouping allowed for {op!r} operation")
+                card = "many-to-one" if self.next().text == "group_left" else "one-to-many"
+                if self.at("("):
+                    include = self.label_list()
+        return returns_bool, Matching(card, on, labels, include)
+
+    def binary(
+        self,
+        op: str,
+        lhs: Node,
+        rhs: Node,
+        returns_bool: bool,
+        matching: Matching,
+        token: Token,
+    ) -> Node:
+        for side in (lhs, rhs):
+            if side.type not in ("scalar", "vector"):
+                found = _TYPE_NAMES[side.type]
+                raise self.error(
+                    f"binary expression must contain only scalar and instant vector types, "
+                    f"got {found}",
+                    token,
+                )
+        both_vectors = lhs.type == "vector" and rhs.type == "vector"
+        if op in SET_OPERATORS and not both_vectors:
+            raise self.error(f"set operator {op!r} not allowed in binary scalar expression", token)
+        if op in COMPARISONS and lhs.type == rhs.type == "scalar" and not returns_bool:
+            raise self.error("comparisons between scalars must use the bool modifier", token)
+        if (matching.on or matching.labels) and not both_vectors:
+            raise self.error("vector matching only allowed between instant vectors", token)
+        kind: ValueType = "scalar" if lhs.type == rhs.type == "scalar" else "vector"
+        return Binary(op, lhs, rhs, returns_bool, matching if both_vectors else None, kind)
+
+
+_TYPE_NAMES = {
+    "scalar": "scalar",
+    "vector": "instant vector",
+    "matrix": "range vector",
+    "string": "string",
+}
+
+
+def _number(text: str) -> float:
+    value = float(int(text, 16)) if text[:2].lower() == "0x" else float(text)
+    if math.isinf(value) and "inf" not in text.lower():
+        raise QueryError(f"number {text[:40]} is out of range")
+    return value
+
+
+def _shown(token: Token) -> str:
+    return "the end of the query" if token.kind == "end" else repr(token.text)

@@ -1,0 +1,125 @@
+"""What evaluation works on: the grid of evaluation times, exact running totals read from the
+slices of one precision, and the series a node yields. Pure."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from slicecount.errors import QueryError
+from slicecount.promql.ast import NAME_LABEL
+
+Labels = dict[str, str]
+Value = float | None  # None: no sample at that evaluation time
+
+
+class EvaluationError(QueryError):
+    """The query is well formed but cannot be computed (Prometheus' ``execution`` error)."""
+
+
+@dataclass(frozen=True)
+class Grid:
+    """Where a query is evaluated (``times``) and what the totals hold.
+
+    The data are counts per slice of ``precision`` seconds. A total at a slice boundary ``b``
+    is the sum of the slices that start before ``b``; a time ``t`` reads the boundary that
+    ends its slice (``ceil(t / p) * p``: the slice holding t counted as it stands). Boundaries
+    from ``oldest`` (start of the oldest slice inside retention) to ``newest`` (end of the
+    slice holding now) have data; a window reaching outside them has no sample."""
+
+    times: tuple[float, ...]
+    precision: int
+    first: int  # boundary of totals[0]
+    oldest: int
+    newest: int
+
+    def boundary(self, t: float, offset: float) -> int:
+        p = self.precision
+        return -int(-(t - offset) // p) * p
+
+    def window(self, span: float) -> int:
+        """A range rounded to whole slices (at least one)."""
+        p = self.precision
+        return max(p, round(span / p) * p)
+
+
+@dataclass(frozen=True)
+class Raw:
+    """One series as PromQL sees it: exposed labels and the running totals at each boundary
+    from ``Grid.first`` (ints, exact; ``scale`` turns micro-units into base units)."""
+
+    labels: Labels
+    totals: Sequence[int]
+    scale: float = 1.0
+
+
+class Series:
+    """One labelled line of a result: a value (or None) per evaluation time."""
+
+    __slots__ = ("labels", "values")
+
+    def __init__(self, labels: Labels, values: list[Value]) -> None:
+        self.labels = labels
+        self.values = values
+
+    def __repr__(self) -> str:
+        return f"Series({self.labels!r}, {self.values!r})"
+
+
+def key(labels: Labels) -> tuple[tuple[str, str], ...]:
+    return tuple(sorted(labels.items()))
+
+
+def without_name(labels: Labels) -> Labels:
+    if NAME_LABEL not in labels:
+        return labels
+    return {k: v for k, v in labels.items() if k != NAME_LABEL}
+
+
+def check_unique(series: list[Series]) -> list[Series]:
+    """Prometheus refuses a vector holding two samples with the same labels at one time."""
+    seen: dict[tuple[tuple[str, str], ...], Series] = {}
+    for s in series:
+        other = seen.setdefault(key(s.labels), s)
+        if other is not s:
+            pairs = list(zip(other.values, s.values, strict=True))
+            if any(a is not None and b is not None for a, b in pairs):
+                raise EvaluationError(
+                    "vector cannot contain metrics with the same labelset "
+                    + format_labels(s.labels)
+                )
+            other.values = [a if a is not None else b for a, b in pairs]
+    return list(seen.values())
+
+
+def format_labels(labels: Labels) -> str:
+    body = ", ".join(f'{k}="{v}"' for k, v in sorted(labels.items()) if k != NAME_LABEL)
+    return labels.get(NAME_LABEL, "") + "{" + body + "}"
+
+
+def format_value(value: float) -> str:
+    """A sample value as Prometheus writes it (Go's ``FormatFloat(v, 'f', -1, 64)``)."""
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "+Inf" if value > 0 else "-Inf"
+    if value == int(value) and abs(value) < 1e21:
+        return str(int(value))
+    text = repr(value)
+    if "e" not in text:
+        return text
+    mantissa, exponent = text.split("e")
+    digits = mantissa.replace(".", "").lstrip("-")
+    point = mantissa.lstrip("-").find(".") if "." in mantissa else len(digits.lstrip("-"))
+    shift = point + int(exponent)
+    sign = "-" if value < 0 else ""
+    if shift <= 0:
+        return f"{sign}0.{'0' * -shift}{digits}".rstrip("0")
+    return f"{sign}{digits[:shift]}.{digits[shift:]}".rstrip(".")
+
+
+def format_time(t: float) -> float | int:
+    """Seconds as Prometheus writes them: milliseconds at most, an int when whole."""
+    millis = round(t * 1000)
+    return millis // 1000 if millis % 1000 == 0 else millis / 1000
