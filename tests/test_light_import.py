@@ -19,6 +19,12 @@ PURE = [
     "slicecount.writing",
     "slicecount.reading",
     "slicecount.datasource.query",
+    "slicecount.promql.parser",
+    "slicecount.promql.engine",
+    "slicecount.datasource.prometheus.names",
+    "slicecount.datasource.prometheus.params",
+    "slicecount.datasource.prometheus.plan",
+    "slicecount.datasource.prometheus.results",
     "slicecount.middleware._core",
     "slicecount.cleaner.plan",
 ]

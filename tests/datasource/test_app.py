@@ -343,6 +343,8 @@ def test_openapi_describes_every_endpoint(client: TestClient) -> None:
     assert set(document["paths"]) == {
         "/", "/query", "/search", "/metrics", "/metric-payload-options", "/variable",
         "/tag-keys", "/tag-values", "/annotations",
+        "/api/v1/query", "/api/v1/query_range", "/api/v1/labels", "/api/v1/label/{name}/values",
+        "/api/v1/series", "/api/v1/metadata", "/api/v1/status/buildinfo", "/api/v1/rules",
     }  # fmt: skip
 
 

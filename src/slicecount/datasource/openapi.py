@@ -144,14 +144,16 @@ def openapi_document(settings: Settings, limits: Limits) -> dict[str, Any]:
                     "query": {"type": "string"}}}}}),
             "responses": _ok("annotations", objects)}},
     }  # fmt: skip
+    paths.update(_prometheus_paths())
     return {
         "openapi": "3.0.3",
         "info": {
             "title": "slicecount datasource",
             "version": __version__,
             "description": (
-                "Grafana JSON datasource (SimpleJSON and simpod-json-datasource) answering "
-                "from slicecount's Redis counters. Limits: body "
+                "Grafana JSON datasource (SimpleJSON and simpod-json-datasource) and the "
+                "Prometheus HTTP query API (/api/v1/..., for Grafana's built-in Prometheus "
+                "datasource) answering from slicecount's Redis counters. Limits: body "
                 f"{limits.max_body_bytes} bytes, {limits.max_targets} targets, "
                 f"{limits.max_series} series per query, {limits.max_points} points per series; "
                 f"work budget of a request: {limits.max_request_points} points read (series x "
@@ -163,4 +165,68 @@ def openapi_document(settings: Settings, limits: Limits) -> dict[str, Any]:
         "components": {
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
         },
+    }
+
+
+def _prometheus_paths() -> dict[str, Any]:
+    """The Prometheus API's endpoints, in their GET form (POST takes the same parameters as
+    an ``application/x-www-form-urlencoded`` body)."""
+
+    def param(name: str, example: str, required: bool = False) -> dict[str, Any]:
+        schema = {"type": "string", "example": example}
+        return {"name": name, "in": "query", "required": required, "schema": schema}
+
+    query = param("query", "sum by (status) (rate(http_requests_total[5m]))", True)
+    start, end = param("start", "1700000000"), param("end", "1700003600")
+    match = {
+        "name": "match[]",
+        "in": "query",
+        "schema": {"type": "array", "items": {"type": "string", "example": "http_requests_total"}},
+        "style": "form",
+        "explode": True,
+    }
+    envelope = {
+        "type": "object",
+        "required": ["status"],
+        "properties": {
+            "status": {"type": "string", "enum": ["success", "error"]},
+            "data": {},
+            "errorType": {"type": "string"},
+            "error": {"type": "string"},
+            "warnings": {"type": "array", "items": {"type": "string"}},
+            "infos": {"type": "array", "items": {"type": "string"}},
+        },
+    }
+    answer = {"application/json": {"schema": envelope}}
+    responses = {
+        "200": {"description": "success envelope", "content": answer},
+        "400": {"description": "bad_data", "content": answer},
+        "422": {"description": "execution error or limit exceeded", "content": answer},
+        "503": {"description": "redis unavailable", "content": answer},
+    }
+
+    def get(summary: str, *params: dict[str, Any]) -> dict[str, Any]:
+        return {"get": {"summary": summary, "parameters": list(params), "responses": responses}}
+
+    return {
+        "/api/v1/query": get("PromQL at one time", query, param("time", "1700000000")),
+        "/api/v1/query_range": get(
+            "PromQL at start + k * step up to end",
+            query,
+            {**start, "required": True},
+            {**end, "required": True},
+            param("step", "15", True),
+        ),
+        "/api/v1/labels": get("label names", start, end, match),
+        "/api/v1/label/{name}/values": get(
+            "values of one label (__name__: metric names)",
+            {"name": "name", "in": "path", "required": True, "schema": {"type": "string"}},
+            start,
+            end,
+            match,
+        ),
+        "/api/v1/series": get("label sets matching match[]", start, end, match),
+        "/api/v1/metadata": get("type and help per metric family"),
+        "/api/v1/status/buildinfo": get("the Prometheus API version served"),
+        "/api/v1/rules": get("rules (none: Grafana evaluates alerts)"),
     }

@@ -190,10 +190,8 @@ class Reader:
         chunks of READ_CHUNK_POINTS, and the annotations, concurrently."""
         gate = asyncio.Semaphore(READS_IN_FLIGHT)
         reads = {
-            slices: asyncio.ensure_future(
-                self.read_slices(
-                    ids, slices.precision, slices.starts.start, slices.starts[-1], gate
-                )
+            slices: self._start_reads(
+                ids, slices.precision, slices.starts[0], slices.starts[-1], gate
             )
             for slices, ids in group_reads(chosen.items()).items()
         }
@@ -201,35 +199,40 @@ class Reader:
             query: asyncio.ensure_future(self.annotations(plan.start, plan.end, query.tags))
             for query in plan.annotation_queries
         }
-        await all_done([*reads.values(), *notes.values()])
-        counts = {slices: task.result() for slices, task in reads.items()}
+        await all_done([*(t for tasks in reads.values() for t in tasks), *notes.values()])
+        counts = {slices: _merged(tasks) for slices, tasks in reads.items()}
         return Loaded(counts, {query: task.result() for query, task in notes.items()})
 
     async def read_slices(
-        self,
-        ids: Sequence[str],
-        precision: int,
-        first: int,
-        last: int,
-        gate: asyncio.Semaphore | None = None,
+        self, ids: Sequence[str], precision: int, first: int, last: int
     ) -> dict[str, list[int | None]]:
         """The counts of the slices from start ``first`` to start ``last`` of every series,
-        in chunks of READ_CHUNK_POINTS, READS_IN_FLIGHT at once (``gate`` may be shared)."""
+        in chunks of READ_CHUNK_POINTS, READS_IN_FLIGHT at once."""
         if last < first or not ids:
             return {i: [] for i in ids}
-        gate = gate or asyncio.Semaphore(READS_IN_FLIGHT)
+        tasks = self._start_reads(ids, precision, first, last, asyncio.Semaphore(READS_IN_FLIGHT))
+        await all_done(tasks)
+        return _merged(tasks)
+
+    def _start_reads(
+        self, ids: Sequence[str], precision: int, first: int, last: int, gate: asyncio.Semaphore
+    ) -> list[asyncio.Future[dict[str, list[int | None]]]]:
         per_chunk = max(1, READ_CHUNK_POINTS // ((last - first) // precision + 1))
 
         async def read_chunk(part: list[str]) -> dict[str, list[int | None]]:
             async with gate:
                 return await self.store.read(part, precision, first, last)
 
-        tasks = [asyncio.ensure_future(read_chunk(part)) for part in _chunks(list(ids), per_chunk)]
-        await all_done(tasks)
-        counts: dict[str, list[int | None]] = {}
-        for task in tasks:
-            counts.update(task.result())
-        return counts
+        return [asyncio.ensure_future(read_chunk(part)) for part in _chunks(list(ids), per_chunk)]
+
+
+def _merged(
+    tasks: Sequence[asyncio.Future[dict[str, list[int | None]]]],
+) -> dict[str, list[int | None]]:
+    counts: dict[str, list[int | None]] = {}
+    for task in tasks:
+        counts.update(task.result())
+    return counts
 
 
 def _chunks(ids: list[str], size: int) -> list[list[str]]:
