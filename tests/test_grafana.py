@@ -1,16 +1,24 @@
 """Every dashboard panel, sent to the datasource as Grafana would send it (variables
-interpolated in Grafana's regex format), answers with data recorded by the example apps."""
+interpolated in Grafana's regex format), answers with data recorded by the example apps.
+
+Two kinds of dashboard: simpod-json-datasource ones (the JSON protocol) and the Prometheus one
+(Grafana's built-in datasource, PromQL against /api/v1), with the alert rules beside it."""
 
 from __future__ import annotations
 
 import json
+import math
 import re
+import shutil
+import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from starlette.routing import Match
 from starlette.testclient import TestClient
 
 import slicecount
@@ -18,9 +26,28 @@ from slicecount.config import Settings
 from slicecount.datasource.app import create_app
 from slicecount.datasource.protocol import regex_escape
 from slicecount.examples.traffic import flask_request, starlette_request
+from slicecount.middleware._core import (
+    DB_DURATION_METRIC,
+    DB_QUERIES_METRIC,
+    DURATION_METRIC,
+    QUERIES_METRIC,
+    REQUESTS_METRIC,
+    RESERVED_LABELS,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
-DASHBOARDS = sorted((ROOT / "grafana" / "dashboards").glob("*.json"))
+PROVISIONING = ROOT / "grafana" / "provisioning"
+
+
+def _datasource_type(path: Path) -> str:
+    return str(json.loads(path.read_text())["panels"][0]["datasource"]["type"])
+
+
+ALL_DASHBOARDS = sorted((ROOT / "grafana" / "dashboards").glob("*.json"))
+DASHBOARDS = [p for p in ALL_DASHBOARDS if _datasource_type(p) == "simpod-json-datasource"]
+PROM_DASHBOARDS = [p for p in ALL_DASHBOARDS if _datasource_type(p) == "prometheus"]
+PROM_DATASOURCE = PROVISIONING / "datasources" / "slicecount-prometheus.yaml"
+ALERT_RULES = PROVISIONING / "alerting" / "slicecount.yaml"
 
 
 @pytest.fixture
@@ -141,3 +168,345 @@ def test_provisioning_points_at_the_dashboards_and_the_datasource() -> None:
         dashboard = json.loads(path.read_text())
         for panel in dashboard["panels"]:
             assert panel["datasource"]["uid"] == source["uid"]
+
+
+# --- The Prometheus datasource, its dashboard and the alert rules ----------------------------
+
+
+def prom_name(name: str) -> str:
+    """The name PromQL sees: every character outside [A-Za-z0-9_:] becomes ``_``."""
+    return re.sub(r"[^A-Za-z0-9_:]", "_", name)
+
+
+COUNTERS = (REQUESTS_METRIC, DB_QUERIES_METRIC)
+HISTOGRAMS = (DURATION_METRIC, QUERIES_METRIC, DB_DURATION_METRIC)
+PROM_METRICS = frozenset(
+    [prom_name(c) if c.endswith("_total") else prom_name(c) + "_total" for c in COUNTERS]
+    + [prom_name(h) + suffix for h in HISTOGRAMS for suffix in ("_bucket", "_sum", "_count")]
+)
+PROM_LABELS = RESERVED_LABELS
+# The PromQL subset the service answers.
+PROM_FUNCTIONS = frozenset(
+    "rate increase irate sum_over_time avg_over_time max_over_time min_over_time "
+    "count_over_time histogram_quantile abs ceil floor round clamp_min clamp_max sqrt ln log2 "
+    "log10 exp scalar vector time timestamp absent label_replace".split()
+)
+PROM_AGGREGATIONS = frozenset("sum avg min max count topk bottomk quantile".split())
+PROM_GROUPING = re.compile(r"\b(by|without|on|ignoring|group_left)\s*\(([^()]*)\)")
+PROM_WORDS = frozenset("and or unless bool offset group_left".split())
+DURATION = re.compile(r"(?:\d+(?:ms|[smhdwy]))+")
+NUMBER = re.compile(r"(?<![\w:.])\d+(?:\.\d+)?(?:[eE][+-]?\d+)?(?:ms|[smhdwy])?")
+# How Grafana's backend writes its interval variables for a 1 h range, 15 s step, 15 s scrape
+# interval (promlib's interpolateVariables: Duration.String() for the rate interval, whole
+# seconds for the range).
+GRAFANA_INTERVALS = {"$__rate_interval": "1m0s", "$__interval": "15s", "$__range": "3600s"}
+
+
+def promql_problems(expr: str) -> list[str]:
+    """What in ``expr`` falls outside that subset, names a metric the naming rule does not
+    produce or a label slicecount does not write, or is unbalanced; empty when it fits."""
+    problems: list[str] = []
+    text = re.sub(r'"(?:[^"\\]|\\.)*"', '""', expr)
+    for matchers in re.findall(r"\{([^{}]*)\}", text):
+        for label in re.findall(r"(\w+)\s*(?:=~|!~|!=|=)", matchers):
+            if label not in PROM_LABELS:
+                problems.append(f"unknown label {label}")
+    text = re.sub(r"\{[^{}]*\}", " ", text)
+    for window in re.findall(r"\[([^\]]*)\]", text):
+        if window not in GRAFANA_INTERVALS and not DURATION.fullmatch(window):
+            problems.append(f"bad range [{window}]")
+    text = re.sub(r"\[[^\]]*\]", " ", text)
+    for _, labels in PROM_GROUPING.findall(text):
+        for label in filter(None, (part.strip() for part in labels.split(","))):
+            if label not in PROM_LABELS:
+                problems.append(f"unknown label {label} in a grouping")
+    text = NUMBER.sub(" ", PROM_GROUPING.sub(" ", text))
+    for match in re.finditer(r"[A-Za-z_:][\w:]*", text):
+        word, called = match.group(), text[match.end() :].lstrip().startswith("(")
+        if called and word not in PROM_FUNCTIONS | PROM_AGGREGATIONS:
+            problems.append(f"{word}() is outside the subset")
+        elif not called and word not in PROM_WORDS | PROM_METRICS:
+            problems.append(f"unknown metric or keyword {word}")
+    depth = 0
+    for char in text:
+        depth += {"(": 1, ")": -1}.get(char, 0)
+        if depth < 0:
+            break
+    if depth:
+        problems.append("unbalanced parentheses")
+    return problems
+
+
+def load_yaml(path: Path) -> Any:
+    return yaml.safe_load(path.read_text())
+
+
+def prom_datasource() -> dict[str, Any]:
+    (source,) = load_yaml(PROM_DATASOURCE)["datasources"]
+    assert isinstance(source, dict)
+    return source
+
+
+def alert_rules() -> list[dict[str, Any]]:
+    return [rule for group in load_yaml(ALERT_RULES)["groups"] for rule in group["rules"]]
+
+
+def panel_targets(dashboard: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
+    for panel in dashboard["panels"]:
+        for target in panel["targets"]:
+            yield f"{panel['title']} {target['refId']}", target
+
+
+def alert_queries() -> Iterator[tuple[str, dict[str, Any]]]:
+    """The datasource queries of the alert rules (not the server-side expressions)."""
+    for rule in alert_rules():
+        for node in rule["data"]:
+            if node["datasourceUid"] != "__expr__":
+                yield f"{rule['title']} {node['refId']}", node["model"]
+
+
+def every_expr() -> list[tuple[str, str]]:
+    exprs = [
+        (name, str(target["expr"]))
+        for path in PROM_DASHBOARDS
+        for name, target in panel_targets(json.loads(path.read_text()))
+    ]
+    return exprs + [(name, str(model["expr"])) for name, model in alert_queries()]
+
+
+def duration_seconds(text: str) -> int:
+    """Prometheus' duration format (what Grafana's provisioning parses): 1h30m, 2m, 30s."""
+    assert DURATION.fullmatch(text), text
+    units = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800, "y": 31536000}
+    return round(sum(int(n) * units[u] for n, u in re.findall(r"(\d+)(ms|[smhdwy])", text)))
+
+
+def test_the_promql_check_catches_what_it_should() -> None:
+    assert promql_problems(every_expr()[0][1]) == []
+    assert promql_problems('sum by (route) (rate(http_requests_total{route=~"a"}[1m0s]))') == []
+    assert promql_problems("sort_desc(http_requests_total)")  # outside the subset
+    assert promql_problems("rate(http_requests[5m])")  # a counter without _total
+    assert promql_problems('http_requests_total{stauts="500"}')  # a label never written
+    assert promql_problems("sum by (stauts) (http_requests_total)")
+    assert promql_problems("rate(http_requests_total[5 m])")
+    assert promql_problems("sum(rate(http_requests_total[5m])")
+
+
+def test_prometheus_datasource_provisioning() -> None:
+    source = prom_datasource()
+    (simpod,) = load_yaml(PROVISIONING / "datasources" / "slicecount.yaml")["datasources"]
+    assert source["type"] == "prometheus" and source["uid"] != simpod["uid"]
+    assert source["access"] == "proxy" and source["url"] == simpod["url"]
+    assert source["jsonData"]["httpMethod"] == "POST"
+    assert 1 <= duration_seconds(source["jsonData"]["timeInterval"]) <= 60
+    assert source["jsonData"]["httpHeaderName1"] == "Authorization"
+    assert source["secureJsonData"]["httpHeaderValue1"] == "Bearer ${SLICECOUNT_TOKEN}"
+    assert simpod["isDefault"] and not source.get("isDefault")  # one default datasource
+
+
+def test_prometheus_dashboard_uses_the_provisioned_datasource_and_the_subset() -> None:
+    uid = prom_datasource()["uid"]
+    assert [p.name for p in PROM_DASHBOARDS] == ["http-overview-prometheus.json"]
+    assert {_datasource_type(p) for p in ALL_DASHBOARDS} == {
+        "simpod-json-datasource",
+        "prometheus",
+    }
+    dashboards = [json.loads(p.read_text()) for p in ALL_DASHBOARDS]
+    assert len({d["uid"] for d in dashboards}) == len(dashboards)
+    for dashboard in (json.loads(p.read_text()) for p in PROM_DASHBOARDS):
+        assert dashboard["schemaVersion"] >= 39
+        simpod = json.loads((ROOT / "grafana/dashboards/http-overview.json").read_text())
+        assert [p["title"] for p in dashboard["panels"]] == [p["title"] for p in simpod["panels"]]
+        for panel in dashboard["panels"]:
+            assert panel["datasource"] == {"type": "prometheus", "uid": uid}, panel["title"]
+            if panel["type"] == "timeseries":
+                assert panel["fieldConfig"]["defaults"]["unit"], panel["title"]
+        for name, target in panel_targets(dashboard):
+            assert target["datasource"] == {"type": "prometheus", "uid": uid}, name
+            assert promql_problems(target["expr"]) == [], name
+        for variable in dashboard["templating"]["list"]:
+            assert variable["datasource"] == {"type": "prometheus", "uid": uid}
+            assert variable["multi"] and variable["includeAll"] and variable["allValue"] == ".*"
+            match = re.fullmatch(r"label_values\((\w+), *(\w+)\)", variable["query"]["query"])
+            assert match and match.group(1) in PROM_METRICS and match.group(2) in PROM_LABELS
+
+
+def test_alert_rules_file_shape() -> None:
+    document = load_yaml(ALERT_RULES)
+    assert document["apiVersion"] == 1 and set(document) == {"apiVersion", "groups"}
+    uid = prom_datasource()["uid"]
+    # The keys Grafana 11.3's provisioning reader knows (AlertRuleGroupV1, AlertRuleV1, QueryV1).
+    group_keys = {"orgId", "name", "folder", "interval", "rules"}
+    rule_keys = {"uid", "title", "condition", "data", "dashboardUid", "panelId", "noDataState"}
+    rule_keys |= {"execErrState", "for", "annotations", "labels", "isPaused"}
+    for group in document["groups"]:
+        assert set(group) <= group_keys and group["name"] and group["folder"]
+        assert group["orgId"] == 1 and duration_seconds(group["interval"]) % 10 == 0
+    rules = {rule["uid"]: rule for rule in alert_rules()}
+    assert set(rules) == {"slicecount-5xx-ratio", "slicecount-p95-duration"}
+    thresholds = {}
+    for rule in rules.values():
+        assert set(rule) <= rule_keys and rule["title"], rule["uid"]
+        assert rule["noDataState"] in ("NoData", "Alerting", "OK")
+        assert rule["execErrState"] in ("Error", "Alerting", "OK")
+        nodes = {node["refId"]: node for node in rule["data"]}
+        assert len(nodes) == len(rule["data"]) and rule["condition"] in nodes
+        for ref, node in nodes.items():
+            assert set(node) <= {"refId", "queryType", "relativeTimeRange", "datasourceUid"} | {
+                "model"
+            }
+            assert node["datasourceUid"] in (uid, "__expr__") and node["model"]["refId"] == ref
+            assert set(node["relativeTimeRange"]) == {"from", "to"}
+            model = node["model"]
+            if node["datasourceUid"] == uid:
+                assert model["datasource"] == {"type": "prometheus", "uid": uid}
+                assert model["instant"] is True and promql_problems(model["expr"]) == []
+                continue
+            assert model["datasource"] == {"type": "__expr__", "uid": "__expr__"}
+            assert model["expression"] in nodes and model["expression"] != ref
+            if model["type"] == "reduce":
+                assert model["reducer"] in ("last", "mean", "max", "min", "sum", "count")
+            else:
+                assert model["type"] == "threshold" and ref == rule["condition"]
+                (condition,) = model["conditions"]  # Grafana takes exactly one
+                assert condition["evaluator"]["type"] == "gt"
+                (thresholds[rule["uid"]],) = condition["evaluator"]["params"]
+        assert {n["model"].get("type") for n in nodes.values()} == {None, "reduce", "threshold"}
+    assert thresholds == {"slicecount-5xx-ratio": 5, "slicecount-p95-duration": 1}
+    assert duration_seconds(rules["slicecount-5xx-ratio"]["for"]) == 120
+    assert duration_seconds(rules["slicecount-p95-duration"]["for"]) == 300
+    assert "5.." in rules["slicecount-5xx-ratio"]["data"][0]["model"]["expr"]
+    assert "0.95" in rules["slicecount-p95-duration"]["data"][0]["model"]["expr"]
+
+
+def test_promtool_parses_every_expression(tmp_path: Path) -> None:
+    """Prometheus' own parser on every panel and alert expression, variables interpolated."""
+    promtool = shutil.which("promtool")
+    if promtool is None:
+        pytest.skip("promtool is absent (Debian package prometheus); the subset check still ran")
+
+    def check(exprs: list[str]) -> subprocess.CompletedProcess[str]:
+        rules = [{"record": f"slicecount:check{i}", "expr": e} for i, e in enumerate(exprs)]
+        path = tmp_path / "rules.yml"
+        path.write_text(yaml.safe_dump({"groups": [{"name": "check", "rules": rules}]}))
+        assert promtool is not None
+        return subprocess.run(
+            [promtool, "check", "rules", str(path)], capture_output=True, text=True, timeout=60
+        )
+
+    exprs = [interpolate_prom(e, {"route": None, "method": None}) for _, e in every_expr()]
+    result = check(exprs)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f"SUCCESS: {len(exprs)} rules found" in result.stdout
+    assert check(["sum(rate(http_requests_total[1m])"]).returncode != 0  # it does reject
+
+
+# --- Against the service: needs the Prometheus HTTP API (/api/v1/*) -------------------------
+
+
+def prometheus_regex_escape(value: str) -> str:
+    """Grafana's prometheusSpecialRegexEscape: a backslash before each regex special character,
+    doubled because the value lands inside a PromQL string literal."""
+    value = value.replace("\\", "\\\\\\\\")
+    return re.sub(r"[$^*{}\[\]'+?.()|]", lambda m: "\\\\" + m.group(), value)
+
+
+def interpolate_prom(text: str, values: dict[str, list[str] | None]) -> str:
+    """As Grafana 11 sends a Prometheus query: interval variables as its backend writes them,
+    then the dashboard variables (All -> allValue, one value -> escaped, many -> (a|b))."""
+    for name, value in GRAFANA_INTERVALS.items():
+        text = text.replace(name, value)
+
+    def one(match: re.Match[str]) -> str:
+        chosen = values[match.group(1)]
+        if chosen is None:
+            return ".*"
+        escaped = [prometheus_regex_escape(v) for v in chosen]
+        return escaped[0] if len(escaped) == 1 else "(" + "|".join(escaped) + ")"
+
+    return re.sub(r"\$(\w+)", one, text)
+
+
+def assert_success(response: Any, result_type: str, what: str) -> list[dict[str, Any]]:
+    """The Prometheus API's success envelope; returns its result."""
+    assert response.status_code == 200, (what, response.status_code, response.text)
+    body = response.json()
+    assert body["status"] == "success", (what, body)
+    assert body["data"]["resultType"] == result_type, (what, body)
+    result = body["data"]["result"]
+    assert isinstance(result, list)
+    return result
+
+
+def finite(samples: list[list[Any]]) -> list[float]:
+    """The sample values that are numbers ("NaN" and "+Inf" are values Prometheus may send)."""
+    return [float(v) for _, v in samples if math.isfinite(float(v))]
+
+
+@pytest.mark.parametrize(
+    "selection",
+    [
+        {"route": None, "method": None},
+        {"route": ["/users/<int:user_id>", "/items/{item_id:int}", "/error"], "method": ["GET"]},
+    ],
+    ids=["all", "chosen"],
+)
+def test_prometheus_dashboard_answers(
+    selection: dict[str, list[str] | None], demo_data: Settings
+) -> None:
+    """PENDING the Prometheus HTTP API: xfails while the app has no /api/v1/query_range route,
+    and is a plain test once that route is there (a 404 then fails).
+
+    Every panel target and every alert query, POSTed form-encoded as Grafana 11 does, answers a
+    matrix from /api/v1/query_range with a finite value in some series and a non-zero one in
+    each panel; instant targets and alert queries also answer a vector from /api/v1/query."""
+    app = create_app(demo_data)
+    scope = {"type": "http", "path": "/api/v1/query_range", "method": "POST"}
+    if all(route.matches(scope)[0] is Match.NONE for route in app.routes):
+        pytest.xfail("the Prometheus HTTP API (/api/v1/query_range) is not merged yet")
+    with TestClient(app) as client:
+        check_prometheus_api(client, selection, time.time())
+
+
+def check_prometheus_api(
+    client: TestClient, selection: dict[str, list[str] | None], now: float
+) -> None:
+    """The checks of test_prometheus_dashboard_answers, for any client of a Prometheus API
+    (an httpx.Client on a real Prometheus fed the same names passes them too)."""
+    span = {"start": f"{now - 3600:.3f}", "end": f"{now:.3f}", "step": "15"}
+    for label in ("route", "method"):  # what the variables list (label_values)
+        response = client.get(
+            f"/api/v1/label/{label}/values",
+            params={"match[]": "http_requests_total", "start": span["start"], "end": span["end"]},
+        )
+        assert response.status_code == 200, response.text
+        values = response.json()["data"]
+        assert set(selection[label] or values) <= set(values), (label, values)
+
+    def answers(name: str, model: dict[str, Any]) -> list[float]:
+        query = interpolate_prom(model["expr"], selection)
+        result = assert_success(
+            client.post("/api/v1/query_range", data={"query": query, **span}), "matrix", name
+        )
+        values = [v for series in result for v in finite(series["values"])]
+        assert values, (name, query, result)
+        if model.get("instant"):
+            result = assert_success(
+                client.post("/api/v1/query", data={"query": query, "time": span["end"]}),
+                "vector",
+                name,
+            )
+            assert finite([series["value"] for series in result]), (name, query, result)
+        return values
+
+    for path in PROM_DASHBOARDS:
+        for panel in json.loads(path.read_text())["panels"]:
+            values = [
+                v
+                for target in panel["targets"]
+                for v in answers(f"{panel['title']} {target['refId']}", target)
+            ]
+            assert any(values), panel["title"]
+    if selection["route"] is None:  # the alert queries take no variables
+        for name, model in alert_queries():
+            answers(name, model)
