@@ -447,7 +447,7 @@ def finite(samples: list[list[Any]]) -> list[float]:
     "selection",
     [
         {"route": None, "method": None},
-        {"route": ["/users/<int:user_id>", "/items/{item_id:int}", "/error"], "method": ["GET"]},
+        {"route": ["/users/<int:user_id>", "/items/{item_id}", "/error"], "method": ["GET"]},
     ],
     ids=["all", "chosen"],
 )
