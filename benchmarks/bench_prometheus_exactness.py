@@ -331,7 +331,7 @@ def main() -> None:
     version = subprocess.run(
         [args.prometheus, "--version"], capture_output=True, text=True, check=False
     )
-    print((version.stdout or version.stderr).splitlines()[0])
+    print((version.stdout + version.stderr).strip().partition("\n")[0] or args.prometheus)
 
     # The children import the slicecount this process imported, and this file (gunicorn).
     tree = str(Path(slicecount.__file__).resolve().parent.parent)
