@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test quick bench bench-compare clean
+.PHONY: demo test quick bench bench-compare bench-exactness clean
 CODE := src tests benchmarks examples
 
 demo: $(STAMP)
@@ -35,6 +35,10 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_datasource.py
 	$(BIN)/python benchmarks/bench_datasource_load.py
 	$(BIN)/python benchmarks/bench_cleaner.py
+
+# slicecount and a real Prometheus (Debian's) count the same known traffic (a few minutes)
+bench-exactness: $(STAMP)
+	$(BIN)/python benchmarks/bench_prometheus_exactness.py $(ARGS)
 
 # Before/after: make bench-compare BEFORE=main (any git revision; ARGS=--quick for small sizes)
 BEFORE ?= HEAD
