@@ -115,6 +115,10 @@ def test_windows_that_are_not_whole_slices_are_rounded_and_said() -> None:
     precision, infos = choice("rate(x[1m30s])", times, 60)
     assert precision == 60
     assert "range [1m30s] is not a whole number of 60 s slices: counted over [2m]" in infos
+    _, infos = choice("rate(x[1m] offset 90s)", times, 60)
+    assert any(
+        info.startswith("offset 1m30s is not a whole number of 60 s slices") for info in infos
+    )
 
 
 def test_a_precision_dividing_the_windows_is_preferred() -> None:

@@ -124,6 +124,12 @@ def choose(
                 f"range [{format_duration(need.span)}] is not a whole number of {p} s slices: "
                 f"counted over [{format_duration(rounded)}]"
             )
+        offset = need.selector.offset
+        if offset % p:
+            infos.append(
+                f"offset {format_duration(offset)} is not a whole number of {p} s slices: "
+                "each time reads up to the end of the slice holding it, offset"
+            )
     if step is not None and step % p and len(times) > 1:
         infos.append(
             f"step {format_duration(step)} is not a multiple of the precision {p} s: "
