@@ -97,7 +97,8 @@ class _Parser:
 
     def at(self, *texts: str) -> bool:
         token = self.peek()
-        return token.kind in ("op", "punct", "ident") and token.text in texts
+        text = token.text.lower() if token.kind == "ident" else token.text  # keywords: any case
+        return token.kind in ("op", "punct", "ident") and text in texts
 
     def error(self, message: str, token: Token | None = None) -> QueryError:
         token = token or self.peek()
@@ -214,7 +215,7 @@ class _Parser:
             if word.lower() in ("inf", "nan"):
                 self.next()
                 return NumberLiteral(float(word))
-            if word in AGGREGATIONS and (self.peek(1).text in ("(", "by", "without")):
+            if word.lower() in AGGREGATIONS and self.peek(1).text.lower() in ("(", "by", "without"):
                 return self.aggregation()
             if self.peek(1).text == "(" and self.peek(1).kind == "punct":
                 return self.call()
@@ -300,17 +301,17 @@ class _Parser:
 
     def aggregation(self) -> Aggregate:
         token = self.next()
-        op = token.text
+        op = token.text.lower()
         grouping: tuple[str, ...] = ()
         without = False
         if self.at("by", "without"):
-            without = self.next().text == "without"
+            without = self.next().text.lower() == "without"
             grouping = self.label_list()
         args = self.arguments()
         if self.at("by", "without"):
             if grouping or without:
                 raise self.error(f"{op}: by/without given twice")
-            without = self.next().text == "without"
+            without = self.next().text.lower() == "without"
             grouping = self.label_list()
         want = 2 if op in PARAMETRIZED else 1
         if len(args) != want:
@@ -343,12 +344,13 @@ class _Parser:
         labels: tuple[str, ...] = ()
         include: tuple[str, ...] = ()
         if self.at("on", "ignoring"):
-            on = self.next().text == "on"
+            on = self.next().text.lower() == "on"
             labels = self.label_list()
             if self.at("group_left", "group_right"):
                 if op in SET_OPERATORS:
                     raise self.error(f"no grouping allowed for {op!r} operation")
-                card = "many-to-one" if self.next().text == "group_left" else "one-to-many"
+                left = self.next().text.lower() == "group_left"
+                card = "many-to-one" if left else "one-to-many"
                 if self.at("("):
                     include = self.label_list()
         return returns_bool, Matching(card, on, labels, include)
