@@ -87,8 +87,14 @@ def _fsum(values: Sequence[float]) -> float:
 
 
 def _variance(values: Sequence[float]) -> float:
-    mean = _fsum(values) / len(values)
-    return _fsum([(v - mean) ** 2 for v in values]) / len(values)
+    """Welford's running mean and sum of squares, as Prometheus (0 for equal values)."""
+    first = values[0]
+    mean, squares = first, math.nan if math.isnan(first) or math.isinf(first) else 0.0
+    for count, v in enumerate(values[1:], start=2):
+        delta = v - mean
+        mean += delta / count
+        squares += delta * (v - mean)
+    return squares / len(values)
 
 
 def _max(values: Sequence[float]) -> float:
