@@ -42,8 +42,9 @@ def _grouped(labels: Labels, grouping: tuple[str, ...], without: bool) -> Labels
 
 def _top(op: str, ks: list[float], members: list[Series]) -> list[Series]:
     """The k largest (smallest) members at each time; a member keeps its labels and has
-    values only where it was chosen."""
+    values only where it was chosen. An instant query's come in rank order, as Prometheus'."""
     chosen = [Series(m.labels, [None] * len(ks)) for m in members]
+    picked: list[int] = []
     for index, k in enumerate(ks):
         if math.isnan(k) or k < 1:
             continue
@@ -54,6 +55,9 @@ def _top(op: str, ks: list[float], members: list[Series]) -> list[Series]:
         )
         for value, i in ranked[: int(min(k, len(ranked)))]:
             chosen[i].values[index] = value
+            picked.append(i)
+    if len(ks) == 1:
+        return [chosen[i] for i in picked]
     return [c for c in chosen if any(v is not None for v in c.values)]
 
 
