@@ -7,7 +7,7 @@ import math
 from collections.abc import Callable, Sequence
 
 from slicecount.promql.ast import NAME_LABEL, Aggregate
-from slicecount.promql.values import Labels, Series, Value, key
+from slicecount.promql.values import EvaluationError, Labels, Series, Value, key
 
 
 def aggregate(node: Aggregate, param: list[float] | None, series: list[Series]) -> list[Series]:
@@ -17,6 +17,8 @@ def aggregate(node: Aggregate, param: list[float] | None, series: list[Series]) 
         groups.setdefault(key(labels), (labels, []))[1].append(s)
     if node.op in ("topk", "bottomk"):
         assert param is not None
+        if any(math.isnan(k) for k in param):
+            raise EvaluationError("Parameter value is NaN")
         return [s for _, members in groups.values() for s in _top(node.op, param, members)]
     combine = _COMBINE[node.op]
     out = []
@@ -46,7 +48,7 @@ def _top(op: str, ks: list[float], members: list[Series]) -> list[Series]:
     chosen = [Series(m.labels, [None] * len(ks)) for m in members]
     picked: list[int] = []
     for index, k in enumerate(ks):
-        if math.isnan(k) or k < 1:
+        if k < 1:
             continue
         present = [(m.values[index], i) for i, m in enumerate(members)]
         ranked = sorted(
