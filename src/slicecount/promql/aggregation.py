@@ -77,7 +77,7 @@ def quantile(q: float, values: Sequence[float]) -> float:
         return -math.inf
     if q > 1:
         return math.inf
-    ordered = sorted(values)
+    ordered = sorted(values, key=lambda v: (not math.isnan(v), v))  # NaN the smallest
     rank = q * (len(ordered) - 1)
     lower = max(0, math.floor(rank))
     upper = min(len(ordered) - 1, lower + 1)
