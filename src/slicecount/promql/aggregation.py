@@ -92,6 +92,17 @@ def _fsum(values: Sequence[float]) -> float:
         return float(sum(values))
 
 
+def _mean(values: Sequence[float]) -> float:
+    """The sum over the count; when the sum overflows, the sum of the values over the count
+    (Prometheus turns to an incremental mean then), so that avg of huge values stays finite."""
+    try:
+        return math.fsum(values) / len(values)
+    except OverflowError:
+        return _fsum([v / len(values) for v in values])
+    except ValueError:  # inf and -inf
+        return math.nan
+
+
 def _variance(values: Sequence[float]) -> float:
     """Welford's running mean and sum of squares, as Prometheus (0 for equal values)."""
     first = values[0]
@@ -115,7 +126,7 @@ def _min(values: Sequence[float]) -> float:
 
 _COMBINE: dict[str, Callable[[Sequence[float]], float]] = {
     "sum": _fsum,
-    "avg": lambda values: _fsum(values) / len(values),
+    "avg": _mean,
     "max": _max,
     "min": _min,
     "count": lambda values: float(len(values)),
