@@ -142,17 +142,19 @@ def timestamp(series: list[Series], times: Sequence[float]) -> list[Series]:
 
 
 def absent(arg: Node, series: list[Series], steps: int) -> list[Series]:
-    """1 at the times where ``arg`` has no sample, with the labels its equality matchers name."""
+    """1 at the times where ``arg`` has no sample, with the labels its equality matchers name
+    (a label also named by another matcher is left out, as Prometheus does)."""
     labels: Labels = {}
     if isinstance(arg, VectorSelector):
         seen: set[str] = set()
         for m in arg.matchers:
-            if m.op == "=" and m.label != NAME_LABEL:
-                if m.label in seen:
-                    labels.pop(m.label, None)
-                else:
-                    labels[m.label] = m.value
+            if m.label == NAME_LABEL:
+                continue
+            if m.op == "=" and m.label not in seen:
+                labels[m.label] = m.value
                 seen.add(m.label)
+            else:
+                labels.pop(m.label, None)
     values: list[Value] = [
         None if any(s.values[i] is not None for s in series) else 1.0 for i in range(steps)
     ]
