@@ -56,13 +56,15 @@ MATH: dict[str, Callable[[float], float]] = {
 
 
 def _pointwise(series: list[Series], fn: Callable[[float, int], Value]) -> list[Series]:
-    return [
-        Series(
-            without_name(s.labels),
-            [None if v is None else fn(v, i) for i, v in enumerate(s.values)],
-        )
-        for s in series
-    ]
+    return check_unique(
+        [
+            Series(
+                without_name(s.labels),
+                [None if v is None else fn(v, i) for i, v in enumerate(s.values)],
+            )
+            for s in series
+        ]
+    )
 
 
 def _max(a: float, b: float) -> float:
