@@ -219,7 +219,8 @@ def label_join(series: list[Series], dst: str, separator: str, sources: list[str
 
 
 def histogram_quantile(qs: list[float], buckets: list[Series]) -> list[Series]:
-    """Prometheus' estimate from cumulative ``le`` buckets, per label set without ``le``."""
+    """Prometheus' estimate from cumulative ``le`` buckets, per label set without ``le`` (the
+    name included: two histograms differing only by name fail, as in Prometheus)."""
     groups: dict[tuple[tuple[str, str], ...], tuple[Labels, list[tuple[float, Series]]]] = {}
     for s in buckets:
         try:
@@ -227,7 +228,8 @@ def histogram_quantile(qs: list[float], buckets: list[Series]) -> list[Series]:
         except ValueError:
             continue  # no or bad le label: not a bucket, skipped as Prometheus does
         labels = {k: v for k, v in s.labels.items() if k not in (LE, NAME_LABEL)}
-        groups.setdefault(key(labels), (labels, []))[1].append((bound, s))
+        signature = key({k: v for k, v in s.labels.items() if k != LE})
+        groups.setdefault(signature, (labels, []))[1].append((bound, s))
     out = []
     for labels, members in groups.values():
         values: list[Value] = []
@@ -235,7 +237,7 @@ def histogram_quantile(qs: list[float], buckets: list[Series]) -> list[Series]:
             present = [(b, s.values[index]) for b, s in members if s.values[index] is not None]
             values.append(bucket_quantile(q, present) if present else None)  # type: ignore[arg-type]
         out.append(Series(labels, values))
-    return out
+    return check_unique(out)
 
 
 def bucket_quantile(q: float, buckets: list[tuple[float, float]]) -> float:
