@@ -7,7 +7,7 @@ import math
 from collections.abc import Callable, Sequence
 
 from slicecount.promql.ast import NAME_LABEL, Aggregate
-from slicecount.promql.values import Labels, Series, Value, key
+from slicecount.promql.values import EvaluationError, Labels, Series, Value, key
 
 
 def aggregate(node: Aggregate, param: list[float] | None, series: list[Series]) -> list[Series]:
@@ -17,6 +17,8 @@ def aggregate(node: Aggregate, param: list[float] | None, series: list[Series]) 
         groups.setdefault(key(labels), (labels, []))[1].append(s)
     if node.op in ("topk", "bottomk"):
         assert param is not None
+        if any(math.isnan(k) for k in param):
+            raise EvaluationError("Parameter value is NaN")
         return [s for _, members in groups.values() for s in _top(node.op, param, members)]
     combine = _COMBINE[node.op]
     out = []
@@ -42,10 +44,11 @@ def _grouped(labels: Labels, grouping: tuple[str, ...], without: bool) -> Labels
 
 def _top(op: str, ks: list[float], members: list[Series]) -> list[Series]:
     """The k largest (smallest) members at each time; a member keeps its labels and has
-    values only where it was chosen."""
+    values only where it was chosen. An instant query's come in rank order, as Prometheus'."""
     chosen = [Series(m.labels, [None] * len(ks)) for m in members]
+    picked: list[int] = []
     for index, k in enumerate(ks):
-        if math.isnan(k) or k < 1:
+        if k < 1:
             continue
         present = [(m.values[index], i) for i, m in enumerate(members)]
         ranked = sorted(
@@ -54,6 +57,9 @@ def _top(op: str, ks: list[float], members: list[Series]) -> list[Series]:
         )
         for value, i in ranked[: int(min(k, len(ranked)))]:
             chosen[i].values[index] = value
+            picked.append(i)
+    if len(ks) == 1:
+        return [chosen[i] for i in picked]
     return [c for c in chosen if any(v is not None for v in c.values)]
 
 
@@ -71,7 +77,7 @@ def quantile(q: float, values: Sequence[float]) -> float:
         return -math.inf
     if q > 1:
         return math.inf
-    ordered = sorted(values)
+    ordered = sorted(values, key=lambda v: (not math.isnan(v), v))  # NaN the smallest
     rank = q * (len(ordered) - 1)
     lower = max(0, math.floor(rank))
     upper = min(len(ordered) - 1, lower + 1)
@@ -86,9 +92,26 @@ def _fsum(values: Sequence[float]) -> float:
         return float(sum(values))
 
 
+def _mean(values: Sequence[float]) -> float:
+    """The sum over the count; when the sum overflows, the sum of the values over the count
+    (Prometheus turns to an incremental mean then), so that avg of huge values stays finite."""
+    try:
+        return math.fsum(values) / len(values)
+    except OverflowError:
+        return _fsum([v / len(values) for v in values])
+    except ValueError:  # inf and -inf
+        return math.nan
+
+
 def _variance(values: Sequence[float]) -> float:
-    mean = _fsum(values) / len(values)
-    return _fsum([(v - mean) ** 2 for v in values]) / len(values)
+    """Welford's running mean and sum of squares, as Prometheus (0 for equal values)."""
+    first = values[0]
+    mean, squares = first, math.nan if math.isnan(first) or math.isinf(first) else 0.0
+    for count, v in enumerate(values[1:], start=2):
+        delta = v - mean
+        mean += delta / count
+        squares += delta * (v - mean)
+    return squares / len(values)
 
 
 def _max(values: Sequence[float]) -> float:
@@ -103,7 +126,7 @@ def _min(values: Sequence[float]) -> float:
 
 _COMBINE: dict[str, Callable[[Sequence[float]], float]] = {
     "sum": _fsum,
-    "avg": lambda values: _fsum(values) / len(values),
+    "avg": _mean,
     "max": _max,
     "min": _min,
     "count": lambda values: float(len(values)),

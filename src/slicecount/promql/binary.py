@@ -15,6 +15,7 @@ from slicecount.promql.values import (
     Labels,
     Series,
     Value,
+    check_unique,
     format_labels,
     key,
     without_name,
@@ -103,7 +104,7 @@ def with_scalar(
                 values.append(result)
         labels = s.labels if comparison and not as_bool else without_name(s.labels)
         out.append(Series(labels, values))
-    return out
+    return check_unique(out)
 
 
 def signature(labels: Labels, matching: Matching) -> Signature:

@@ -23,7 +23,15 @@ from slicecount.promql.ast import (
     Unary,
     VectorSelector,
 )
-from slicecount.promql.values import EvaluationError, Grid, Raw, Series, Value, without_name
+from slicecount.promql.values import (
+    EvaluationError,
+    Grid,
+    Raw,
+    Series,
+    Value,
+    check_unique,
+    without_name,
+)
 
 Result = list[float] | list[Series] | str
 """A scalar (a float per time), a vector (series), or a string."""
@@ -90,10 +98,12 @@ class Evaluator:
     def negate(self, node: Unary) -> Result:
         if node.expr.type == "scalar":
             return [-v for v in self.scalar(node.expr)]
-        return [
-            Series(without_name(s.labels), [None if v is None else -v for v in s.values])
-            for s in self.vector(node.expr)
-        ]
+        return check_unique(
+            [
+                Series(without_name(s.labels), [None if v is None else -v for v in s.values])
+                for s in self.vector(node.expr)
+            ]
+        )
 
     def binary(self, node: Binary) -> Result:
         lhs, rhs = self.evaluate(node.lhs), self.evaluate(node.rhs)
@@ -124,7 +134,10 @@ class Evaluator:
         if name == "absent":
             return functions.absent(args[0], self.vector(args[0]), len(self.grid.times))
         if name == "timestamp":
-            return functions.timestamp(self.vector(args[0]), self.grid.times)
+            # a selector's sample is its total at t - offset; anything else is dated t
+            shift = args[0].offset if isinstance(args[0], VectorSelector) else 0.0
+            times = [t - shift for t in self.grid.times]
+            return functions.timestamp(self.vector(args[0]), times)
         rest = [self.evaluate(arg) for arg in args[1:]]
         return self.charge(functions.call(name, self.vector(args[0]), rest))
 
@@ -172,7 +185,7 @@ class Evaluator:
                 for w in windows
             ]
             out.append(Series(raw.labels if keep_name else without_name(raw.labels), values))
-        return out
+        return check_unique(out)
 
 
 WindowFunction = Callable[[Sequence[int], int, int, int, int], float]

@@ -56,13 +56,15 @@ MATH: dict[str, Callable[[float], float]] = {
 
 
 def _pointwise(series: list[Series], fn: Callable[[float, int], Value]) -> list[Series]:
-    return [
-        Series(
-            without_name(s.labels),
-            [None if v is None else fn(v, i) for i, v in enumerate(s.values)],
-        )
-        for s in series
-    ]
+    return check_unique(
+        [
+            Series(
+                without_name(s.labels),
+                [None if v is None else fn(v, i) for i, v in enumerate(s.values)],
+            )
+            for s in series
+        ]
+    )
 
 
 def _max(a: float, b: float) -> float:
@@ -142,17 +144,20 @@ def timestamp(series: list[Series], times: Sequence[float]) -> list[Series]:
 
 
 def absent(arg: Node, series: list[Series], steps: int) -> list[Series]:
-    """1 at the times where ``arg`` has no sample, with the labels its equality matchers name."""
+    """1 at the times where ``arg`` has no sample, with the labels its equality matchers name
+    (a label also named by another matcher is left out, as Prometheus does)."""
     labels: Labels = {}
     if isinstance(arg, VectorSelector):
         seen: set[str] = set()
         for m in arg.matchers:
-            if m.op == "=" and m.label != NAME_LABEL:
-                if m.label in seen:
-                    labels.pop(m.label, None)
-                else:
+            if m.label == NAME_LABEL:
+                continue
+            if m.op == "=" and m.label not in seen:
+                if m.value:  # an empty value means no such label
                     labels[m.label] = m.value
                 seen.add(m.label)
+            else:
+                labels.pop(m.label, None)
     values: list[Value] = [
         None if any(s.values[i] is not None for s in series) else 1.0 for i in range(steps)
     ]
@@ -215,7 +220,8 @@ def label_join(series: list[Series], dst: str, separator: str, sources: list[str
 
 
 def histogram_quantile(qs: list[float], buckets: list[Series]) -> list[Series]:
-    """Prometheus' estimate from cumulative ``le`` buckets, per label set without ``le``."""
+    """Prometheus' estimate from cumulative ``le`` buckets, per label set without ``le`` (the
+    name included: two histograms differing only by name fail, as in Prometheus)."""
     groups: dict[tuple[tuple[str, str], ...], tuple[Labels, list[tuple[float, Series]]]] = {}
     for s in buckets:
         try:
@@ -223,7 +229,8 @@ def histogram_quantile(qs: list[float], buckets: list[Series]) -> list[Series]:
         except ValueError:
             continue  # no or bad le label: not a bucket, skipped as Prometheus does
         labels = {k: v for k, v in s.labels.items() if k not in (LE, NAME_LABEL)}
-        groups.setdefault(key(labels), (labels, []))[1].append((bound, s))
+        signature = key({k: v for k, v in s.labels.items() if k != LE})
+        groups.setdefault(signature, (labels, []))[1].append((bound, s))
     out = []
     for labels, members in groups.values():
         values: list[Value] = []
@@ -231,7 +238,7 @@ def histogram_quantile(qs: list[float], buckets: list[Series]) -> list[Series]:
             present = [(b, s.values[index]) for b, s in members if s.values[index] is not None]
             values.append(bucket_quantile(q, present) if present else None)  # type: ignore[arg-type]
         out.append(Series(labels, values))
-    return out
+    return check_unique(out)
 
 
 def bucket_quantile(q: float, buckets: list[tuple[float, float]]) -> float:
