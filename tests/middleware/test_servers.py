@@ -104,14 +104,15 @@ def wait_listening(port: int, process: subprocess.Popen[bytes], log: Path) -> No
     while time.monotonic() < deadline:
         if process.poll() is not None:
             raise AssertionError(f"server exited early:\n{log.read_text()[-3000:]}")
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
         try:
-            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
             conn.request("GET", "/health")
             if conn.getresponse().status == 200:
-                conn.close()
                 return
-        except OSError:
+        except OSError:  # not listening yet, or too busy to answer in time
             time.sleep(0.1)
+        finally:
+            conn.close()  # a failed attempt's socket too (an unclosed one fails the test)
     raise AssertionError(f"server did not listen on {port}:\n{log.read_text()[-3000:]}")
 
 
