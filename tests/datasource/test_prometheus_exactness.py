@@ -14,6 +14,7 @@ from starlette.testclient import TestClient
 
 from slicecount.config import Settings
 from slicecount.datasource.app import create_app
+from slicecount.embedded import EmbeddedRedis
 from slicecount.histogram import DEFAULT_DURATION_BUCKETS, format_bound
 from slicecount.store import Store
 
@@ -61,9 +62,15 @@ def known() -> tuple[Events, dict[str, dict[int, list[float]]]]:
     return _events(rng), _observations(rng)
 
 
-@pytest.fixture
-def prom(
-    settings: Settings, store: Store, known: tuple[Events, dict[str, dict[int, list[float]]]]
+@pytest.fixture(scope="module")
+def prom(known: tuple[Events, dict[str, dict[int, list[float]]]]) -> Iterator[TestClient]:
+    """The known data written once, on a server of this module's own (the tests only read)."""
+    with EmbeddedRedis() as server, Store(Settings(redis_url=server.url)) as store:
+        yield from _serve(store, known)
+
+
+def _serve(
+    store: Store, known: tuple[Events, dict[str, dict[int, list[float]]]]
 ) -> Iterator[TestClient]:
     events, observations = known
     batch: dict[str, dict[int, int]] = {}
@@ -77,7 +84,7 @@ def prom(
                 batch.setdefault(series, {}).setdefault(second, 0)
                 batch[series][second] += 1
     store.apply(batch)
-    with TestClient(create_app(settings, clock=lambda: NOW)) as client:
+    with TestClient(create_app(store.settings, clock=lambda: NOW)) as client:
         yield client
 
 
