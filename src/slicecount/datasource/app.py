@@ -112,7 +112,7 @@ async def not_found(request: Request, exc: Exception) -> Response:
 async def method_not_allowed(request: Request, exc: Exception) -> Response:
     message = f"{request.method} is not allowed on {request.url.path}"
     if request.url.path.startswith(prometheus.PREFIX):
-        return JSON({"status": "error", "errorType": "bad_data", "error": message}, 405)
+        return JSON(prometheus_error("bad_data", message)[0], 405)
     return JSON({"message": message}, 405)
 
 

@@ -24,7 +24,8 @@ from slicecount.promql.values import (
 Signature = tuple[tuple[str, str], ...]
 
 
-def _divide(a: float, b: float) -> float:
+def divide(a: float, b: float) -> float:
+    """``a / b`` as Go computes it: x/0 is +-Inf (0/0 and NaN/0 are NaN), never an error."""
     if b == 0:
         if a == 0 or math.isnan(a):
             return math.nan
@@ -44,14 +45,17 @@ def _power(a: float, b: float) -> float:
     except OverflowError:
         return math.inf
     except ValueError:  # 0 ** -1, a negative number to a fractional power
-        return math.inf if a == 0 else math.nan
+        if a != 0:
+            return math.nan
+        odd = b == int(b) and int(b) % 2 == 1
+        return math.copysign(math.inf, a) if odd else math.inf  # Go: Pow(-0, -1) = -Inf
 
 
 ARITHMETIC: dict[str, Callable[[float, float], float]] = {
     "+": operator.add,
     "-": operator.sub,
     "*": operator.mul,
-    "/": _divide,
+    "/": divide,
     "%": _modulo,
     "^": _power,
 }

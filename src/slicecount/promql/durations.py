@@ -8,14 +8,16 @@ import re
 UNITS = {"y": 365 * 86400, "w": 7 * 86400, "d": 86400, "h": 3600, "m": 60, "s": 1, "ms": 0.001}
 _ORDER = list(UNITS)
 _PART = re.compile(r"(\d+)(ms|[ywdhms])")
+MAX_MILLIS = (1 << 63) - 1
+"""Prometheus keeps durations in int64 milliseconds."""
 PATTERN = r"(?:\d+(?:ms|[ywdhms]))+"
 """A duration as the lexer finds it (checked by ``parse_duration``)."""
 
 
 def parse_duration(text: str) -> float:
     """Seconds in ``text``; ValueError naming it when it is not a duration (units largest
-    first, each at most once, as Prometheus requires)."""
-    pos, seconds, last = 0, 0.0, -1
+    first, each at most once, as Prometheus requires) or is longer than Prometheus allows."""
+    pos, millis, last = 0, 0, -1
     for match in _PART.finditer(text):
         if match.start() != pos:
             break
@@ -23,11 +25,13 @@ def parse_duration(text: str) -> float:
         if rank <= last:
             raise ValueError(f"invalid duration {text!r}: units must go from largest to smallest")
         last = rank
-        seconds += int(match.group(1)) * UNITS[match.group(2)]
+        millis += int(match.group(1)) * round(UNITS[match.group(2)] * 1000)
         pos = match.end()
     if pos != len(text) or not text:
-        raise ValueError(f"invalid duration {text!r}: expected e.g. 30s, 5m, 1h30m")
-    return seconds
+        raise ValueError(f"invalid duration {text[:40]!r}: expected e.g. 30s, 5m, 1h30m")
+    if millis > MAX_MILLIS:
+        raise ValueError(f"duration {text[:40]!r} is out of range")
+    return millis / 1000
 
 
 def format_duration(seconds: float) -> str:

@@ -62,14 +62,18 @@ class Evaluator:
         self.max_points = max_points
         self.computed = 0
 
-    def charge(self, series: list[Series]) -> list[Series]:
-        self.computed += len(series) * len(self.grid.times)
-        if self.computed > self.max_points:
-            raise EvaluationError(
-                f"the query computes more than {self.max_points:,} points in its functions "
-                "and operators (max_computed_points): match fewer series or shorten the range"
-            )
-        return series
+    def charge(self, result: Result) -> Result:
+        """Count what a node computed: every series (a scalar counts as one) x every time."""
+        if not isinstance(result, str):
+            lines = len(result) if result and isinstance(result[0], Series) else 1
+            self.computed += lines * len(self.grid.times)
+            if self.computed > self.max_points:
+                raise EvaluationError(
+                    f"the query computes more than {self.max_points:,} points in its functions "
+                    "and operators (max_computed_points): match fewer series, use fewer "
+                    "operators or shorten the range"
+                )
+        return result
 
     def scalar(self, node: Node) -> list[float]:
         return as_scalar(self.evaluate(node))
@@ -78,12 +82,15 @@ class Evaluator:
         return as_vector(self.evaluate(node))
 
     def evaluate(self, node: Node) -> Result:
+        return self.charge(self._evaluate(node))
+
+    def _evaluate(self, node: Node) -> Result:
         if isinstance(node, NumberLiteral):
             return [node.value] * len(self.grid.times)
         if isinstance(node, StringLiteral):
             return node.value
         if isinstance(node, VectorSelector):
-            return self.charge(self.instant(node))
+            return self.instant(node)
         if isinstance(node, MatrixSelector):
             raise EvaluationError("a range vector can only be the argument of a function")
         if isinstance(node, Unary):
@@ -92,7 +99,7 @@ class Evaluator:
             return self.call(node)
         if isinstance(node, Aggregate):
             param = self.scalar(node.param) if node.param is not None else None
-            return self.charge(aggregation.aggregate(node, param, self.vector(node.expr)))
+            return aggregation.aggregate(node, param, self.vector(node.expr))
         return self.binary(node)
 
     def negate(self, node: Unary) -> Result:
@@ -112,15 +119,13 @@ class Evaluator:
         if node.matching is None:
             swap = node.lhs.type == "scalar"
             vector, number = (rhs, lhs) if swap else (lhs, rhs)
-            return self.charge(
-                binary.with_scalar(node.op, vector, number, swap, node.bool)  # type: ignore[arg-type]
-            )
-        return self.charge(binary.vectors(node, lhs, rhs))  # type: ignore[arg-type]
+            return binary.with_scalar(node.op, vector, number, swap, node.bool)  # type: ignore[arg-type]
+        return binary.vectors(node, lhs, rhs)  # type: ignore[arg-type]
 
     def call(self, node: Call) -> Result:
         name, args = node.func, node.args
         if isinstance(args[0] if args else None, MatrixSelector):
-            return self.charge(self.over_window(name, args[0]))  # type: ignore[arg-type]
+            return self.over_window(name, args[0])  # type: ignore[arg-type]
         if name == "time":
             return [float(t) for t in self.grid.times]
         if name == "vector":
@@ -128,9 +133,7 @@ class Evaluator:
         if name == "scalar":
             return functions.scalar(self.vector(args[0]), len(self.grid.times))
         if name == "histogram_quantile":
-            return self.charge(
-                functions.histogram_quantile(self.scalar(args[0]), self.vector(args[1]))
-            )
+            return functions.histogram_quantile(self.scalar(args[0]), self.vector(args[1]))
         if name == "absent":
             return functions.absent(args[0], self.vector(args[0]), len(self.grid.times))
         if name == "timestamp":
@@ -139,7 +142,7 @@ class Evaluator:
             times = [t - shift for t in self.grid.times]
             return functions.timestamp(self.vector(args[0]), times)
         rest = [self.evaluate(arg) for arg in args[1:]]
-        return self.charge(functions.call(name, self.vector(args[0]), rest))
+        return functions.call(name, self.vector(args[0]), rest)
 
     # -- selectors --------------------------------------------------------------------------
 
@@ -149,9 +152,9 @@ class Evaluator:
         p, first = grid.precision, grid.first
         indexes: list[int | None] = []
         for t in grid.times:
-            a = grid.boundary(t, node.offset)
-            ok = grid.oldest < a <= grid.newest
-            indexes.append((a - first) // p if ok else None)
+            a = grid.read_at(t, node.offset)
+            ok = a is not None and grid.oldest < a <= grid.newest
+            indexes.append((a - first) // p if ok else None)  # type: ignore[operator]
         out = []
         for raw in self.data[node]:
             totals, scale = raw.totals, raw.scale
@@ -170,10 +173,11 @@ class Evaluator:
         span = grid.window(node.range)
         windows: list[tuple[int, int] | None] = []
         for t in grid.times:
-            a = grid.boundary(t, node.vector.offset)
-            b = a - span
-            ok = b >= grid.oldest and a <= grid.newest
-            windows.append(((b - first) // p, (a - first) // p) if ok else None)
+            a = grid.read_at(t, node.vector.offset)
+            if a is None or a - span < grid.oldest or a > grid.newest:
+                windows.append(None)
+            else:
+                windows.append(((a - span - first) // p, (a - first) // p))
         compute = _WINDOW_FUNCTIONS[name]
         keep_name = name == "last_over_time"
         out = []

@@ -8,6 +8,7 @@ import re
 from collections.abc import Callable, Sequence
 
 from slicecount.promql.ast import NAME_LABEL, Node, VectorSelector, compile_regex
+from slicecount.promql.binary import divide
 from slicecount.promql.values import (
     EvaluationError,
     Labels,
@@ -109,10 +110,11 @@ def _steps(series: list[Series]) -> int:
 
 
 def _round(v: float, nearest: float) -> float:
-    if math.isnan(v) or math.isinf(v) or nearest == 0:
-        return v if nearest != 0 else math.nan
-    inverse = 1 / nearest
-    return math.floor(v * inverse + 0.5) / inverse
+    """Prometheus' ``floor(v / nearest + 0.5) * nearest``, with Go's float division."""
+    inverse = divide(1.0, nearest)
+    scaled = v * inverse + 0.5 if not math.isnan(inverse) else math.nan
+    floored = math.floor(scaled) if math.isfinite(scaled) else scaled
+    return divide(floored, inverse)
 
 
 def _sorted(series: list[Series], descending: bool) -> list[Series]:
@@ -277,4 +279,4 @@ def bucket_quantile(q: float, buckets: list[tuple[float, float]]) -> float:
         start = merged[b - 1][0]
         count -= merged[b - 1][1]
         rank -= merged[b - 1][1]
-    return start + (end - start) * (rank / count)
+    return start + (end - start) * divide(rank, count)

@@ -24,7 +24,9 @@ _TOKEN = re.compile(
 )
 _SPACE = re.compile(r"(?:\s+|#[^\n]*)+")
 _ESCAPES = {"a": "\a", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v"}
-_STRING_ESCAPE = re.compile(r"\\(?:([abfnrtv\\'\"])|x([0-9a-fA-F]{2})|u([0-9a-fA-F]{4})|(.))")
+_STRING_ESCAPE = re.compile(
+    r"\\(?:([abfnrtv\\'\"])|x([0-9a-fA-F]{2})|u([0-9a-fA-F]{4})|U([0-9a-fA-F]{8})|([0-7]{3})|(.))"
+)
 
 
 class Token(NamedTuple):
@@ -63,11 +65,16 @@ def unquote(token: str) -> str:
         return body
 
     def one(match: re.Match[str]) -> str:
-        simple, hex2, hex4, other = match.groups()
+        simple, hex2, hex4, hex8, octal, other = match.groups()
         if simple:
             return _ESCAPES.get(simple, simple)
-        if hex2 or hex4:
-            return chr(int(hex2 or hex4, 16))
+        if hex2 or hex4 or hex8:
+            code = int(hex2 or hex4 or hex8, 16)
+            if code > 0x10FFFF or 0xD800 <= code <= 0xDFFF:
+                raise QueryError(f"invalid Unicode code point in {token[:40]}")
+            return chr(code)
+        if octal:
+            return chr(int(octal, 8))
         raise QueryError(f"unknown escape sequence '\\{other}' in {token}")
 
     return _STRING_ESCAPE.sub(one, body)

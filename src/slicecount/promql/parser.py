@@ -133,13 +133,17 @@ class _Parser:
             self.next()
             returns_bool, matching = self.modifiers(op)
             # ^ is right-associative, every other operator left-associative
+            self.descend()  # a chain of ^ (or of unary minus) nests as deep as it is long
             right = self.expression(precedence if op == "^" else precedence + 1)
+            self.level -= 1
             left = self.binary(op, left, right, returns_bool, matching, token)
 
     def unary(self) -> Node:
         if self.at("-", "+"):
             token = self.next()
+            self.descend()
             operand = self.expression(_UNARY_PRECEDENCE)
+            self.level -= 1
             if operand.type not in ("scalar", "vector"):
                 raise self.error(f"unary {token.text} needs a scalar or a vector", token)
             if token.text == "+":

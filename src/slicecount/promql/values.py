@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from decimal import Decimal
 
 from slicecount.errors import QueryError
 from slicecount.promql.ast import NAME_LABEL
@@ -26,22 +27,40 @@ class Grid:
     is the sum of the slices that start before ``b``; a time ``t`` reads the boundary that
     ends its slice (``ceil(t / p) * p``: the slice holding t counted as it stands). Boundaries
     from ``oldest`` (start of the oldest slice inside retention) to ``newest`` (end of the
-    slice holding now) have data; a window reaching outside them has no sample."""
+    slice holding now) have data; a window reaching outside them, or a time after ``now``
+    (plus ``GRACE``), has no sample."""
 
     times: tuple[float, ...]
     precision: int
     first: int  # boundary of totals[0]
     oldest: int
     newest: int
+    now: float = math.inf
 
     def boundary(self, t: float, offset: float) -> int:
-        p = self.precision
-        return -int(-(t - offset) // p) * p
+        return boundary(t - offset, self.precision)
 
     def window(self, span: float) -> int:
-        """A range rounded to whole slices (at least one)."""
-        p = self.precision
-        return max(p, round(span / p) * p)
+        return window(span, self.precision)
+
+    def read_at(self, t: float, offset: float) -> int | None:
+        """The boundary a time reads, or None when it lies after now."""
+        return None if t - offset > self.now + GRACE else self.boundary(t, offset)
+
+
+GRACE = 1.0
+"""Seconds past now a time may lie and still read now's totals: Grafana's clock (it sets a
+range's end) may be a little ahead of the service's."""
+
+
+def boundary(t: float, precision: int) -> int:
+    """The end of the slice holding ``t`` (``t`` itself on a boundary)."""
+    return -int(-t // precision) * precision
+
+
+def window(span: float, precision: int) -> int:
+    """A range rounded (half up) to whole slices, at least one."""
+    return max(precision, math.floor(span / precision + 0.5) * precision)
 
 
 @dataclass(frozen=True)
@@ -104,19 +123,10 @@ def format_value(value: float) -> str:
         return "NaN"
     if math.isinf(value):
         return "+Inf" if value > 0 else "-Inf"
-    if value == int(value) and abs(value) < 1e21:
-        return str(int(value))
-    text = repr(value)
-    if "e" not in text:
-        return text
-    mantissa, exponent = text.split("e")
-    digits = mantissa.replace(".", "").lstrip("-")
-    point = mantissa.lstrip("-").find(".") if "." in mantissa else len(digits.lstrip("-"))
-    shift = point + int(exponent)
-    sign = "-" if value < 0 else ""
-    if shift <= 0:
-        return f"{sign}0.{'0' * -shift}{digits}".rstrip("0")
-    return f"{sign}{digits[:shift]}.{digits[shift:]}".rstrip(".")
+    if value == int(value) and abs(value) < 1e16:
+        return "-0" if value == 0 and math.copysign(1, value) < 0 else str(int(value))
+    text = repr(value)  # the shortest digits that read back, as Go's -1 precision
+    return format(Decimal(text), "f") if "e" in text else text
 
 
 def format_time(t: float) -> float | int:

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
 from itertools import accumulate
 from typing import Any
 
@@ -30,7 +29,8 @@ from slicecount.datasource.prometheus.plan import (
     needs,
 )
 from slicecount.datasource.reader import Reader, all_done
-from slicecount.promql.ast import NAME_LABEL, Node, VectorSelector
+from slicecount.datasource.render import Rendered, render
+from slicecount.promql.ast import NAME_LABEL, Node, VectorSelector, walk
 from slicecount.promql.engine import Evaluator, Result
 from slicecount.promql.parser import parse
 from slicecount.promql.values import Raw
@@ -42,23 +42,19 @@ PROMETHEUS_VERSION = "2.53.0"
 for the metadata and label endpoints it uses)."""
 
 
-@dataclass(frozen=True)
-class Evaluated:
-    result: Result
-    warnings: tuple[str, ...]
-    infos: tuple[str, ...]
-
-
-async def query(reader: Reader, params: Params) -> dict[str, Any]:
+async def query(reader: Reader, params: Params) -> Rendered:
     """/api/v1/query: the value of an expression at one time (now by default)."""
     text = params.required("query")
     t = params.time("time", default=reader.clock())
     node = _parse(text)
-    done = await evaluate(reader, node, [t], None)
-    return results.success(results.instant(done.result, node.type, t), done.warnings, done.infos)
+
+    def answer(result: Result, infos: tuple[str, ...], warnings: tuple[str, ...]) -> Any:
+        return results.success(results.instant(result, node.type, t), warnings, infos)
+
+    return await evaluate(reader, node, [t], None, answer)
 
 
-async def query_range(reader: Reader, params: Params) -> dict[str, Any]:
+async def query_range(reader: Reader, params: Params) -> Rendered:
     """/api/v1/query_range: the expression at ``start + k * step`` up to ``end``."""
     text = params.required("query")
     start, end = params.time("start"), params.time("end")
@@ -70,7 +66,7 @@ async def query_range(reader: Reader, params: Params) -> dict[str, Any]:
             "invalid parameter 'step': zero or negative query resolution step widths are not "
             "accepted. Try a positive integer"
         )
-    if (end - start) / step >= MAX_STEPS:
+    if (round(end * 1000) - round(start * 1000)) // round(step * 1000) > MAX_STEPS:
         raise BadData(
             f"exceeded maximum resolution of {MAX_STEPS:,} points per timeseries. Try "
             "decreasing the query resolution (?step=XX)"
@@ -82,8 +78,11 @@ async def query_range(reader: Reader, params: Params) -> dict[str, Any]:
             "instant Vector"
         )
     times = evaluation_times(start, end, step)
-    done = await evaluate(reader, node, times, step)
-    return results.success(results.matrix(done.result, node.type, times), done.warnings, done.infos)
+
+    def answer(result: Result, infos: tuple[str, ...], warnings: tuple[str, ...]) -> Any:
+        return results.success(results.matrix(result, node.type, times), warnings, infos)
+
+    return await evaluate(reader, node, times, step, answer)
 
 
 def _parse(text: str) -> Node:
@@ -101,18 +100,22 @@ def _type_name(node: Node) -> str:
 
 
 async def evaluate(
-    reader: Reader, node: Node, times: Sequence[float], step: float | None
-) -> Evaluated:
-    """Plan, discover, check, read and evaluate one expression."""
+    reader: Reader,
+    node: Node,
+    times: Sequence[float],
+    step: float | None,
+    answer: Callable[[Result, tuple[str, ...], tuple[str, ...]], Any],
+) -> Rendered:
+    """Plan, discover, check, read, evaluate and encode one expression. A heavy one (more
+    than ``max_inline_points`` to read and compute) waits its turn and is evaluated and
+    encoded in a worker thread, leaving the event loop to light requests."""
     limits = reader.limits
     wanted = needs(node)
     catalogue = Catalogue.of(await reader.stored_names()) if wanted else Catalogue({}, ())
     choice = choose(reader.settings, wanted, times, step, reader.clock(), limits.max_points)
     grid = choice.grid
     found = await _discover(reader, catalogue, wanted, grid.precision)
-    ids = list(
-        dict.fromkeys(part for derived in found.values() for d in derived for part in d.parts)
-    )
+    ids = list(dict.fromkeys(p for derived in found.values() for d in derived for p in d.parts))
     last = last_boundary(grid, wanted)
     slices = (last - grid.first) // grid.precision
     if len(ids) > limits.max_series:
@@ -126,20 +129,23 @@ async def evaluate(
             f"slices of {grid.precision} s), more than the work budget max_request_points = "
             f"{limits.max_request_points:,}: shorten the range or match fewer series"
         )
-    counts = await reader.read_slices(ids, grid.precision, grid.first, last - grid.precision)
 
-    def compute() -> Result:
-        totals = {i: _totals(counts.get(i, [])) for i in ids}
-        data = {selector: [_raw(d, totals) for d in derived] for selector, derived in found.items()}
-        return Evaluator(grid, data, limits.max_computed_points).evaluate(node)
+    def compute(counts: dict[str, list[int | None]]) -> bytes:
+        totals = {i: _totals(counts.get(i, []), slices) for i in ids}
+        data = {
+            selector: [_raw(d, totals, slices) for d in derived]
+            for selector, derived in found.items()
+        }
+        result = Evaluator(grid, data, limits.max_computed_points).evaluate(node)
+        return render(answer(result, choice.infos, catalogue.warnings))
 
-    heavy = len(ids) * (slices + len(times)) > limits.max_inline_points
-    if heavy:
-        async with reader.heavy():
-            result = await anyio.to_thread.run_sync(compute)
-    else:
-        result = compute()
-    return Evaluated(result, catalogue.warnings, choice.infos)
+    work = len(ids) * (slices + len(times)) + len(walk(node)) * len(times)
+    if work <= limits.max_inline_points:
+        counts = await reader.read_slices(ids, grid.precision, grid.first, last - grid.precision)
+        return Rendered(compute(counts))
+    async with reader.heavy():
+        counts = await reader.read_slices(ids, grid.precision, grid.first, last - grid.precision)
+        return Rendered(await anyio.to_thread.run_sync(lambda: compute(counts)))
 
 
 async def _discover(
@@ -169,13 +175,17 @@ def _names(catalogue: Catalogue, selector: VectorSelector) -> list[str]:
     return [n for n in catalogue.sources if all(m.matches(n) for m in by_name)]
 
 
-def _totals(counts: Sequence[int | None]) -> list[int]:
+def _totals(counts: Sequence[int | None], slices: int) -> list[int]:
     """Running totals at each boundary: 0 at the first, then after each slice."""
+    if not counts:
+        return [0] * (slices + 1)
     return [0, *accumulate(c or 0 for c in counts)]
 
 
-def _raw(derived: Derived, totals: dict[str, list[int]]) -> Raw:
+def _raw(derived: Derived, totals: dict[str, list[int]], slices: int) -> Raw:
     parts = [totals[p] for p in derived.parts]
+    if not parts:  # a bucket below every stored one of its label set: zero throughout
+        return Raw(derived.labels, [0] * (slices + 1), derived.scale)
     summed = parts[0] if len(parts) == 1 else [sum(column) for column in zip(*parts, strict=True)]
     return Raw(derived.labels, summed, derived.scale)
 
@@ -214,8 +224,9 @@ async def labels(reader: Reader, params: Params) -> dict[str, Any]:
     return results.success(sorted(names))
 
 
-async def label_values(reader: Reader, params: Params, label: str) -> dict[str, Any]:
+async def label_values(reader: Reader, params: Params) -> dict[str, Any]:
     """/api/v1/label/<name>/values (``__name__``: the metric names)."""
+    label = params.path.get("name", "")
     if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", label):
         raise BadData(f"invalid label name: {label[:80]!r}")
     values = {s[label] for s in await _exposed_series(reader, params) if label in s}

@@ -22,7 +22,7 @@ from slicecount.promql.values import EvaluationError
 logger = logging.getLogger("slicecount.datasource")
 
 PREFIX = "/api/v1"
-Handler = Callable[[Reader, Params], Awaitable[dict[str, Any]]]
+Handler = Callable[[Reader, Params], Awaitable[Any]]
 ENDPOINTS: dict[str, Handler] = {
     "/query": api.query,
     "/query_range": api.query_range,
@@ -32,6 +32,7 @@ ENDPOINTS: dict[str, Handler] = {
     "/status/buildinfo": api.buildinfo,
     "/rules": api.rules,
     "/query_exemplars": api.exemplars,
+    "/label/{name}/values": api.label_values,
 }
 METHODS = ["GET", "POST"]
 
@@ -41,38 +42,22 @@ def routes(reader: Reader, respond: Callable[[Any, int], Response]) -> list[Base
 
     def endpoint(handler: Handler) -> Callable[[Request], Awaitable[Response]]:
         async def run(request: Request) -> Response:
-            async def call(params: Params) -> dict[str, Any]:
-                return await handler(reader, params)
-
-            return await answer(request, reader, call, respond)
+            return await answer(request, reader, handler, respond)
 
         return run
 
-    async def values(request: Request) -> Response:
-        label = request.path_params["name"]
-
-        async def call(params: Params) -> dict[str, Any]:
-            return await api.label_values(reader, params, label)
-
-        return await answer(request, reader, call, respond)
-
-    out: list[BaseRoute] = [
+    return [
         Route(PREFIX + path, endpoint(handler), methods=METHODS)
         for path, handler in ENDPOINTS.items()
     ]
-    out.append(Route(PREFIX + "/label/{name}/values", values, methods=METHODS))
-    return out
 
 
 async def answer(
-    request: Request,
-    reader: Reader,
-    call: Callable[[Params], Awaitable[dict[str, Any]]],
-    respond: Callable[[Any, int], Response],
+    request: Request, reader: Reader, handler: Handler, respond: Callable[[Any, int], Response]
 ) -> Response:
     try:
         params = await read_params(request, reader.limits.max_body_bytes)
-        return respond(await call(params), 200)
+        return respond(await handler(reader, params), 200)
     except (LimitExceeded, EvaluationError) as exc:
         return respond(*results.error("execution", str(exc)))
     except (QueryError, ConfigurationError) as exc:
@@ -86,8 +71,9 @@ async def answer(
 
 
 async def read_params(request: Request, max_bytes: int) -> Params:
-    """The query string's parameters, then the form's (``application/x-www-form-urlencoded``)."""
-    pairs = list(request.query_params.multi_items())
+    """The form's parameters (``application/x-www-form-urlencoded``), then the query
+    string's, and the path's."""
+    pairs: list[tuple[str, str]] = []
     kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
     if request.method == "POST" and kind == "application/x-www-form-urlencoded":
         chunks, size = [], 0
@@ -101,4 +87,5 @@ async def read_params(request: Request, max_bytes: int) -> Params:
             pairs += parse_qsl(text, keep_blank_values=True, strict_parsing=False)
         except (UnicodeDecodeError, ValueError) as exc:
             raise QueryError(f"cannot parse the form: {exc}") from None
-    return Params(pairs)
+    pairs += request.query_params.multi_items()
+    return Params(pairs, request.path_params)

@@ -6,7 +6,8 @@ Every problem is a ``BadData`` naming the parameter (answered 400 ``bad_data``).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+import re
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 
 from slicecount.errors import QueryError
@@ -21,10 +22,14 @@ class BadData(QueryError):
 
 
 class Params:
-    """The parameters of one request, in arrival order (query string first, then the form)."""
+    """The parameters of one request: the form's first, then the query string's (a value in
+    the body wins, as Go's ``FormValue``); ``path`` holds the URL's own (a label name)."""
 
-    def __init__(self, pairs: Sequence[tuple[str, str]]) -> None:
+    def __init__(
+        self, pairs: Sequence[tuple[str, str]], path: Mapping[str, str] | None = None
+    ) -> None:
         self.pairs = list(pairs)
+        self.path = dict(path or {})
 
     def get(self, name: str) -> str | None:
         for key, value in self.pairs:
@@ -60,10 +65,20 @@ class Params:
             raise BadData(f"invalid parameter {name!r}: {exc}") from None
 
 
+_DECIMAL = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?", re.ASCII)
+
+
+def _decimal(text: str) -> float:
+    """A plain decimal number (Python's ``float`` also takes ``1_000`` and other digits)."""
+    if not _DECIMAL.fullmatch(text):
+        raise ValueError(text)
+    return float(text)
+
+
 def parse_time(text: str) -> float:
-    """``1700000000.123`` or RFC 3339 (``2023-11-14T22:13:20.123Z``)."""
+    """``1700000000.123`` or RFC 3339 (``2023-11-14T22:13:20.123Z``), to the millisecond."""
     try:
-        value = float(text)
+        value = _decimal(text)
     except ValueError:
         try:
             value = datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
@@ -73,13 +88,13 @@ def parse_time(text: str) -> float:
             raise ValueError(f"cannot parse {text[:60]!r}: RFC 3339 needs a time zone") from None
     if math.isnan(value) or not MIN_TIME <= value <= MAX_TIME:
         raise ValueError(f"cannot parse {text[:60]!r} to a valid timestamp")
-    return value
+    return round(value * 1000) / 1000  # Prometheus keeps milliseconds
 
 
 def parse_step(text: str) -> float:
-    """``15``, ``0.5`` (seconds) or ``1m``, ``1m30s``."""
+    """``15``, ``0.5`` (seconds) or ``1m``, ``1m30s``, to the millisecond."""
     try:
-        value = float(text)
+        value = _decimal(text)
     except ValueError:
         try:
             return parse_duration(text)
@@ -87,4 +102,4 @@ def parse_step(text: str) -> float:
             raise ValueError(f"cannot parse {text[:60]!r} to a valid duration") from None
     if not math.isfinite(value) or not MIN_TIME <= value <= MAX_TIME:
         raise ValueError(f"cannot parse {text[:60]!r} to a valid duration")
-    return value
+    return round(value * 1000) / 1000  # Prometheus keeps milliseconds

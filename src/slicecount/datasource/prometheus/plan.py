@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from slicecount.config import Settings
 from slicecount.promql.ast import Call, MatrixSelector, Node, VectorSelector, walk
 from slicecount.promql.durations import format_duration
-from slicecount.promql.values import Grid
+from slicecount.promql.values import Grid, boundary, window
 from slicecount.slices import oldest_kept, slice_start
 
 ABSOLUTE_FUNCTIONS = frozenset(
@@ -61,9 +61,8 @@ def _earliest(wanted: Sequence[Need], start: float, p: int) -> int:
     """The oldest boundary the query reads at precision ``p``."""
     earliest = slice_start(start, p) + p
     for need in wanted:
-        a = -int(-(start - need.selector.offset) // p) * p
-        span = max(p, round(need.span / p) * p) if need.span else p
-        earliest = min(earliest, a - span)
+        a = boundary(start - need.selector.offset, p)
+        earliest = min(earliest, a - (window(need.span, p) if need.span else p))
     return earliest
 
 
@@ -93,7 +92,7 @@ def choose(
 
     def slices(p: int) -> int:
         last = min(slice_start(now, p) + p, slice_start(end, p) + p)
-        return max(0, (last - max(oldest(p), _earliest(wanted, start, p))) // p)
+        return max(0, (last - _first(wanted, start, p, oldest(p))) // p)
 
     covering = [
         p
@@ -118,7 +117,7 @@ def choose(
     p = chosen
     infos.insert(0, f"answered from the slices of precision {p} s ({_retained(settings, p)})")
     for need in wanted:
-        rounded = max(p, round(need.span / p) * p)
+        rounded = window(need.span, p)
         if need.span and rounded != need.span:
             infos.append(
                 f"range [{format_duration(need.span)}] is not a whole number of {p} s slices: "
@@ -141,6 +140,7 @@ def choose(
         first=_first(wanted, start, p, oldest(p)),
         oldest=oldest(p),
         newest=slice_start(now, p) + p,
+        now=now,
     )
     return Choice(grid, tuple(dict.fromkeys(infos)))
 
@@ -163,6 +163,7 @@ def last_boundary(grid: Grid, wanted: Sequence[Need]) -> int:
 
 
 def evaluation_times(start: float, end: float, step: float) -> list[float]:
-    """``start + k * step`` up to ``end``, as Prometheus evaluates a range query."""
-    count = int((end - start) // step) + 1
-    return [start + k * step for k in range(count)]
+    """``start + k * step`` up to ``end``, counted in whole milliseconds as Prometheus does
+    (float steps would drift: 0 to 0.3 by 0.1 is four times)."""
+    first, last, every = (round(x * 1000) for x in (start, end, step))
+    return [(first + k * every) / 1000 for k in range((last - first) // every + 1)]
