@@ -34,6 +34,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_middleware.py
 	$(BIN)/python benchmarks/bench_datasource.py
 	$(BIN)/python benchmarks/bench_datasource_load.py
+	$(BIN)/python benchmarks/bench_prometheus.py
 	$(BIN)/python benchmarks/bench_cleaner.py
 
 # slicecount and a real Prometheus (Debian's) count the same known traffic (a few minutes)
