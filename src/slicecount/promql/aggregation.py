@@ -24,8 +24,15 @@ def aggregate(node: Aggregate, param: list[float] | None, series: list[Series]) 
     out = []
     for labels, members in groups.values():
         values: list[Value] = []
+        last: tuple[Value, ...] | None = None
         for index, column in enumerate(zip(*(m.values for m in members), strict=True)):
-            present = [v for v in column if v is not None]
+            if column == last and param is None:
+                # a step finer than the slices repeats the same values: combine them once
+                values.append(values[-1])
+                continue
+            last = column
+            # most times every member has a value: skip the copy then
+            present = [v for v in column if v is not None] if None in column else column
             if not present:
                 values.append(None)
             elif param is not None:

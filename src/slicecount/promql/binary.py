@@ -135,6 +135,7 @@ def vectors(node: Binary, lhs: list[Series], rhs: list[Series]) -> list[Series]:
         partners = ones.get(sig)
         if not partners:
             continue
+        pair: tuple[Series, Series] | None = None  # (partner, result line) while it lasts
         for index in range(steps):
             value = s.values[index]
             if value is None:
@@ -158,11 +159,14 @@ def vectors(node: Binary, lhs: list[Series], rhs: list[Series]) -> list[Series]:
                     result = 1.0 if keep else 0.0
                 elif not keep:
                     continue
-            labels = _result_labels(node, matching, s.labels, partner.labels)
-            line = out.setdefault(key(labels), Series(labels, [None] * steps))
+            if pair is None or pair[0] is not partner:  # labels computed once per pairing
+                labels = _result_labels(node, matching, s.labels, partner.labels)
+                pair = (partner, out.setdefault(key(labels), Series(labels, [None] * steps)))
+            line = pair[1]
             if line.values[index] is not None:
                 raise EvaluationError(
-                    f"vector cannot contain metrics with the same labelset {format_labels(labels)}"
+                    "vector cannot contain metrics with the same labelset "
+                    + format_labels(line.labels)
                 )
             line.values[index] = result
     return list(out.values())

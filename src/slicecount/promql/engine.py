@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from typing import cast
+from typing import TypeVar, cast
 
 from slicecount.promql import aggregation, binary, functions
 from slicecount.promql.ast import (
@@ -149,25 +149,22 @@ class Evaluator:
     def instant(self, node: VectorSelector) -> list[Series]:
         """Each series' running total at every time (the slice holding t included)."""
         grid = self.grid
-        p, first = grid.precision, grid.first
-        indexes: list[int | None] = []
+        reads: list[int | None] = []
         for t in grid.times:
             a = grid.read_at(t, node.offset)
             ok = a is not None and grid.oldest < a <= grid.newest
-            indexes.append((a - first) // p if ok else None)  # type: ignore[operator]
+            reads.append((a - grid.first) // grid.precision if ok else None)  # type: ignore[operator]
+        distinct, where = _distinct(reads)
         out = []
         for raw in self.data[node]:
             totals, scale = raw.totals, raw.scale
-            out.append(
-                Series(
-                    raw.labels,
-                    [None if i is None or i >= len(totals) else totals[i] * scale for i in indexes],
-                )
-            )
+            found = [totals[i] * scale if i < len(totals) else None for i in distinct]
+            out.append(Series(raw.labels, _spread(found, where)))
         return out
 
     def over_window(self, name: str, node: MatrixSelector) -> list[Series]:
-        """A range function over each series' window ``(t - d, t]``, d rounded to slices."""
+        """A range function over each series' window ``(t - d, t]``, d rounded to slices.
+        Times that read the same slices (a step finer than the precision) share one value."""
         grid = self.grid
         p, first = grid.precision, grid.first
         span = grid.window(node.range)
@@ -178,38 +175,60 @@ class Evaluator:
                 windows.append(None)
             else:
                 windows.append(((a - span - first) // p, (a - first) // p))
+        distinct, where = _distinct(windows)
         compute = _WINDOW_FUNCTIONS[name]
         keep_name = name == "last_over_time"
         out = []
         for raw in self.data[node.vector]:
-            totals, size = raw.totals, len(raw.totals)
+            totals = raw.totals
             scale = 1.0 if name == "count_over_time" else raw.scale
-            values: list[Value] = [
-                None if w is None or w[1] >= size else compute(totals, w[0], w[1], span, p) * scale
-                for w in windows
-            ]
-            out.append(Series(raw.labels if keep_name else without_name(raw.labels), values))
+            inside = [w for w in distinct if w[1] < len(totals)]
+            found: list[Value] = compute(totals, inside, span, p, scale)  # type: ignore[assignment]
+            found += [None] * (len(distinct) - len(inside))  # windows past what was read
+            out.append(
+                Series(raw.labels if keep_name else without_name(raw.labels), _spread(found, where))
+            )
         return check_unique(out)
 
 
-WindowFunction = Callable[[Sequence[int], int, int, int, int], float]
-"""(totals, index of the window's start, index of its end, its span, precision) -> value."""
+T = TypeVar("T")
 
 
-def _samples(totals: Sequence[int], b: int, a: int) -> Sequence[int]:
+def _distinct(items: Sequence[T | None]) -> tuple[list[T], list[int]]:
+    """The distinct non-None items in order, and for each item its index among them (-1 for
+    None): a value computed once per distinct item is spread back with ``_spread``."""
+    index: dict[T, int] = {}
+    where = [-1 if item is None else index.setdefault(item, len(index)) for item in items]
+    return list(index), where
+
+
+def _spread(found: list[Value], where: list[int]) -> list[Value]:
+    """Each time's value from the distinct ones (-1: no sample)."""
+    found.append(None)  # found[-1]
+    return list(map(found.__getitem__, where))
+
+
+Windows = Sequence[tuple[int, int]]
+WindowFunction = Callable[[Sequence[int], Windows, int, int, float], list[float]]
+"""(totals, each window's (start, end) index, span, precision, scale) -> a value per window."""
+
+
+def _sample_values(totals: Sequence[int], b: int, a: int) -> Sequence[int]:
     return totals[b + 1 : a + 1]  # the boundaries inside (t - d, t]: one sample per slice
 
 
 _WINDOW_FUNCTIONS: dict[str, WindowFunction] = {
-    "increase": lambda t, b, a, span, p: float(t[a] - t[b]),
-    "rate": lambda t, b, a, span, p: (t[a] - t[b]) / span,
-    "irate": lambda t, b, a, span, p: (t[a] - t[a - 1]) / p,  # the last slice
-    "sum_over_time": lambda t, b, a, span, p: float(sum(_samples(t, b, a))),
-    "avg_over_time": lambda t, b, a, span, p: math.fsum(_samples(t, b, a)) / (a - b),
-    "max_over_time": lambda t, b, a, span, p: float(max(_samples(t, b, a))),
-    "min_over_time": lambda t, b, a, span, p: float(min(_samples(t, b, a))),
-    "count_over_time": lambda t, b, a, span, p: float(a - b),
-    "last_over_time": lambda t, b, a, span, p: float(t[a]),
+    "increase": lambda t, ws, span, p, k: [(t[a] - t[b]) * k for b, a in ws],
+    "rate": lambda t, ws, span, p, k: [(t[a] - t[b]) * k / span for b, a in ws],
+    "irate": lambda t, ws, span, p, k: [(t[a] - t[a - 1]) * k / p for b, a in ws],  # last slice
+    "sum_over_time": lambda t, ws, span, p, k: [sum(_sample_values(t, b, a)) * k for b, a in ws],
+    "avg_over_time": lambda t, ws, span, p, k: [
+        math.fsum(_sample_values(t, b, a)) / (a - b) * k for b, a in ws
+    ],
+    "max_over_time": lambda t, ws, span, p, k: [max(_sample_values(t, b, a)) * k for b, a in ws],
+    "min_over_time": lambda t, ws, span, p, k: [min(_sample_values(t, b, a)) * k for b, a in ws],
+    "count_over_time": lambda t, ws, span, p, k: [float(a - b) for b, a in ws],
+    "last_over_time": lambda t, ws, span, p, k: [t[a] * k for b, a in ws],
 }
 
 
