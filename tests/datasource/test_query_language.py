@@ -3,7 +3,6 @@ from __future__ import annotations
 import pytest
 
 from slicecount.datasource.nodes import (
-    MAX_REGEX_LENGTH,
     Aggregate,
     Binary,
     Matcher,
@@ -17,6 +16,7 @@ from slicecount.datasource.nodes import (
 )
 from slicecount.datasource.query import MAX_DEPTH, parse
 from slicecount.errors import QueryError
+from slicecount.promql.ast import MAX_REGEX_LENGTH
 
 
 def test_selectors_with_every_matcher_operator() -> None:

@@ -9,28 +9,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-import re2
-
 from slicecount.errors import QueryError
+
+# one RE2 setup serves both query languages
+from slicecount.promql.ast import compile_regex as compile_regex
 from slicecount.series import is_label_name
-
-MAX_REGEX_LENGTH = 1000
-"""Longest regex accepted in a matcher or a metric-name pattern."""
-_RE2_OPTIONS = re2.Options()
-_RE2_OPTIONS.log_errors = False
-_RE2_OPTIONS.max_mem = 8 << 20
-
-
-def compile_regex(pattern: str) -> Any:
-    """An anchored RE2 regex, or QueryError naming the pattern."""
-    if len(pattern) > MAX_REGEX_LENGTH:
-        raise QueryError(
-            f"regex is {len(pattern)} characters long, more than the limit of {MAX_REGEX_LENGTH}"
-        )
-    try:
-        return re2.compile(f"(?:{pattern})", _RE2_OPTIONS)
-    except Exception as exc:
-        raise QueryError(f"invalid regex {pattern!r}: {exc}") from None
 
 
 @dataclass(frozen=True)
