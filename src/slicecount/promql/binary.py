@@ -9,7 +9,7 @@ import operator
 from collections.abc import Callable
 
 from slicecount.promql.ast import NAME_LABEL, Binary, Matching
-from slicecount.promql.parser import COMPARISONS, SET_OPERATORS
+from slicecount.promql.typecheck import COMPARISONS, SET_OPERATORS
 from slicecount.promql.values import (
     EvaluationError,
     Labels,

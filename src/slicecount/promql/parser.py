@@ -8,12 +8,14 @@ name the construct and its position. Pure.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from slicecount.errors import QueryError
+from slicecount.promql import typecheck
 from slicecount.promql.ast import (
     NAME_LABEL,
     Aggregate,
-    Binary,
     Call,
     Card,
     Matcher,
@@ -23,14 +25,14 @@ from slicecount.promql.ast import (
     NumberLiteral,
     StringLiteral,
     Unary,
-    ValueType,
     VectorSelector,
     children,
     walk,
 )
 from slicecount.promql.durations import parse_duration
 from slicecount.promql.lexer import Token, tokenize, unquote
-from slicecount.promql.signatures import AGGREGATIONS, FUNCTIONS, PARAMETRIZED, UNSUPPORTED
+from slicecount.promql.signatures import AGGREGATIONS
+from slicecount.promql.typecheck import COMPARISONS, SET_OPERATORS
 
 MAX_DEPTH = 100
 """Deepest tree accepted: evaluation recurses along it."""
@@ -52,8 +54,6 @@ PRECEDENCE = {
     "%": 5,
     "^": 6,
 }
-COMPARISONS = frozenset({"==", "!=", "<=", "<", ">=", ">"})
-SET_OPERATORS = frozenset({"and", "or", "unless"})
 _UNARY_PRECEDENCE = PRECEDENCE["^"]  # -2 ^ 2 is -(2 ^ 2), as in Prometheus
 
 
@@ -136,7 +136,8 @@ class _Parser:
             self.descend()  # a chain of ^ (or of unary minus) nests as deep as it is long
             right = self.expression(precedence if op == "^" else precedence + 1)
             self.level -= 1
-            left = self.binary(op, left, right, returns_bool, matching, token)
+            with self.typed(token):
+                left = typecheck.binary(op, left, right, returns_bool, matching)
 
     def unary(self) -> Node:
         if self.at("-", "+"):
@@ -290,24 +291,11 @@ class _Parser:
 
     def call(self) -> Call:
         token = self.next()
-        name = token.text
-        signature = FUNCTIONS.get(name)
-        if signature is None:
-            known = "is not supported by slicecount" if name in UNSUPPORTED else "is unknown"
-            raise self.error(f"function {name}() {known}", token)
+        with self.typed(token):
+            typecheck.known_function(token.text)
         args = self.arguments()
-        fixed = len(signature.args)
-        low = fixed - signature.optional
-        if len(args) < low or (len(args) > fixed and not signature.variadic):
-            want = f"{low}" if low == fixed else f"{low} to {fixed}"
-            raise self.error(f"{name}() takes {want} arguments, got {len(args)}", token)
-        for index, arg in enumerate(args):
-            expected = signature.args[min(index, fixed - 1)]
-            self.check_type(arg, expected, f"argument {index + 1} of {name}()", token)
-        if name in ("rate", "increase", "irate") or name.endswith("_over_time"):
-            if not isinstance(args[0], MatrixSelector):
-                raise self.error(f"{name}() needs a range selector such as x[5m]", token)
-        return Call(name, tuple(args), signature.returns)
+        with self.typed(token):
+            return typecheck.call(token.text, args)
 
     def aggregation(self) -> Aggregate:
         token = self.next()
@@ -323,22 +311,16 @@ class _Parser:
                 raise self.error(f"{op}: by/without given twice")
             without = self.next().text.lower() == "without"
             grouping = self.label_list()
-        want = 2 if op in PARAMETRIZED else 1
-        if len(args) != want:
-            raise self.error(f"{op} takes {want} argument(s), got {len(args)}", token)
-        param = args[0] if want == 2 else None
-        expr = args[-1]
-        if param is not None:
-            self.check_type(param, "scalar", f"the parameter of {op}", token)
-        self.check_type(expr, "vector", f"the argument of {op}", token)
-        return Aggregate(op, expr, param, grouping, without)
+        with self.typed(token):
+            return typecheck.aggregation(op, args, grouping, without)
 
-    def check_type(self, node: Node, expected: ValueType, what: str, token: Token) -> None:
-        if node.type != expected:
-            raise self.error(
-                f"expected type {_TYPE_NAMES[expected]} in {what}, got {_TYPE_NAMES[node.type]}",
-                token,
-            )
+    @contextmanager
+    def typed(self, token: Token) -> Iterator[None]:
+        """A typing rule broken while building a node: an error at ``token``."""
+        try:
+            yield
+        except typecheck.TypeProblem as problem:
+            raise self.error(str(problem), token) from None
 
     # -- binary operators -------------------------------------------------------------------
 
@@ -364,41 +346,6 @@ class _Parser:
                 if self.at("("):
                     include = self.label_list()
         return returns_bool, Matching(card, on, labels, include)
-
-    def binary(
-        self,
-        op: str,
-        lhs: Node,
-        rhs: Node,
-        returns_bool: bool,
-        matching: Matching,
-        token: Token,
-    ) -> Node:
-        for side in (lhs, rhs):
-            if side.type not in ("scalar", "vector"):
-                found = _TYPE_NAMES[side.type]
-                raise self.error(
-                    f"binary expression must contain only scalar and instant vector types, "
-                    f"got {found}",
-                    token,
-                )
-        both_vectors = lhs.type == "vector" and rhs.type == "vector"
-        if op in SET_OPERATORS and not both_vectors:
-            raise self.error(f"set operator {op!r} not allowed in binary scalar expression", token)
-        if op in COMPARISONS and lhs.type == rhs.type == "scalar" and not returns_bool:
-            raise self.error("comparisons between scalars must use the bool modifier", token)
-        if (matching.on or matching.labels) and not both_vectors:
-            raise self.error("vector matching only allowed between instant vectors", token)
-        kind: ValueType = "scalar" if lhs.type == rhs.type == "scalar" else "vector"
-        return Binary(op, lhs, rhs, returns_bool, matching if both_vectors else None, kind)
-
-
-_TYPE_NAMES = {
-    "scalar": "scalar",
-    "vector": "instant vector",
-    "matrix": "range vector",
-    "string": "string",
-}
 
 
 def _number(text: str) -> float:
