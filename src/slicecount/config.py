@@ -8,9 +8,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from types import MappingProxyType
 from typing import Any
-from urllib.parse import urlsplit
 
 from slicecount.errors import ConfigurationError
+from slicecount.topology import parse_url
 
 DEFAULT_REDIS_URL = "redis://localhost:6379/0"
 """Where Redis is when nothing says otherwise."""
@@ -32,8 +32,6 @@ further ahead is refused, so no far-future slice can outlive retention."""
 DEFAULT_SOCKET_TIMEOUT = 5.0
 """Seconds a Redis call may take before it counts as failed (the flusher retries later)."""
 
-URL_SCHEMES = ("redis", "rediss", "unix")
-"""Redis URL schemes understood today (``redis+cluster`` comes with the cluster issue)."""
 
 ENV_PREFIX = "SLICECOUNT_"
 
@@ -116,11 +114,8 @@ def validate_url(url: object) -> str:
     """Return ``url`` if its scheme is one slicecount can connect with, else raise naming it."""
     if not isinstance(url, str) or not url:
         raise ConfigurationError(f"redis URL must be a non-empty string, got {url!r}")
-    scheme = urlsplit(url).scheme
-    if scheme not in URL_SCHEMES:
-        raise ConfigurationError(
-            f"unknown redis URL scheme {scheme!r} in {url!r}: expected one of {URL_SCHEMES}"
-        )
+    if parse_url(url).kind == "cluster":  # the URL's shape is checked here
+        raise ConfigurationError(f"Redis Cluster is not supported yet: {url!r}")
     return url
 
 

@@ -13,6 +13,7 @@ import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Sequence
 from importlib.util import find_spec
 from pathlib import Path
 
@@ -51,9 +52,23 @@ class EmbeddedRedis:
     """A redis-server child process on 127.0.0.1. ``stop()`` then ``start()`` keeps the port,
     which is how the tests simulate an outage."""
 
-    def __init__(self, port: int | None = None, executable: str | None = None) -> None:
+    def __init__(
+        self,
+        port: int | None = None,
+        executable: str | None = None,
+        *,
+        args: Sequence[str] = (),
+        config: str | None = None,
+        ready: str = "Ready to accept connections",
+    ) -> None:
+        """``args`` are added to the command line (``--replicaof`` ...); ``config`` is the text
+        of a config file given first (Sentinel needs one it can rewrite); ``ready`` is the log
+        line that says the server is up."""
         self.executable = executable or find_redis_server()
         self.port = port or free_port()
+        self.args = tuple(args)
+        self.config = config
+        self.ready = ready
         self._dir = tempfile.TemporaryDirectory(prefix="slicecount-redis-")
         self._process: subprocess.Popen[bytes] | None = None
 
@@ -78,8 +93,14 @@ class EmbeddedRedis:
             return self
         log = Path(self._dir.name) / "redis.log"
         log.write_text("")
+        first = []
+        if self.config is not None:
+            path = Path(self._dir.name) / "redis.conf"
+            path.write_text(self.config)
+            first.append(str(path))
         args = [
             self.executable,
+            *first,
             "--port", str(self.port),
             "--bind", "127.0.0.1",
             "--dir", self._dir.name,
@@ -87,6 +108,7 @@ class EmbeddedRedis:
             "--save", "",
             "--appendonly", "no",
             "--daemonize", "no",
+            *self.args,
         ]  # fmt: skip
         self._process = subprocess.Popen(
             args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT
@@ -94,7 +116,7 @@ class EmbeddedRedis:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             # Redis logs this line once it listens: no command needed to know it is up.
-            if "Ready to accept connections" in log.read_text(errors="replace"):
+            if self.ready in log.read_text(errors="replace"):
                 return self
             if self._process.poll() is not None:
                 break

@@ -13,13 +13,22 @@ from collections.abc import Callable
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import redis
+from redis.sentinel import Sentinel
 
 from slicecount import annotating, reading, trimming, writing
 from slicecount.batches import Batch, Context, Operation, ping
 from slicecount.config import Settings
 from slicecount.errors import StoreError
 from slicecount.replies import ReplyReader, ScriptMissing
-from slicecount.wire import LOAD_SCRIPTS, StoreBase, client_options, pack, refusal
+from slicecount.topology import parse_url
+from slicecount.wire import (
+    LOAD_SCRIPTS,
+    StoreBase,
+    client_options,
+    pack,
+    refusal,
+    sentinel_arguments,
+)
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -42,6 +51,12 @@ class Store(StoreBase[redis.Redis]):
 
     @staticmethod
     def _connect(settings: Settings) -> redis.Redis:
+        topology = parse_url(settings.redis_url)
+        if topology.kind == "sentinel":
+            nodes, sentinel_options, primary = sentinel_arguments(settings)
+            guard = Sentinel(nodes, sentinel_kwargs=sentinel_options)  # type: ignore[no-untyped-call]
+            client: redis.Redis = guard.master_for(topology.service, **primary)  # type: ignore[no-untyped-call]
+            return client
         return redis.Redis.from_url(settings.redis_url, **client_options(settings))
 
     def run(self, operation: Operation[T]) -> T:
@@ -99,8 +114,11 @@ class Store(StoreBase[redis.Redis]):
             return False
 
     def close(self) -> None:
-        """Release the connection pool."""
+        """Release the connection pool (and the connections to the Sentinels, if any)."""
         self.client.close()
+        guard = getattr(self.client.connection_pool, "sentinel_manager", None)
+        for sentinel in getattr(guard, "sentinels", ()):
+            sentinel.close()
 
     def __enter__(self) -> Store:
         return self

@@ -12,13 +12,22 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import redis
 import redis.asyncio as aioredis
+from redis.asyncio.sentinel import Sentinel as AsyncSentinel
 
 from slicecount import annotating, reading, writing
 from slicecount.batches import Batch, Context, Operation, ping
 from slicecount.config import Settings
 from slicecount.errors import StoreError
 from slicecount.replies import ReplyReader, ScriptMissing
-from slicecount.wire import LOAD_SCRIPTS, StoreBase, client_options, pack, refusal
+from slicecount.topology import parse_url
+from slicecount.wire import (
+    LOAD_SCRIPTS,
+    StoreBase,
+    client_options,
+    pack,
+    refusal,
+    sentinel_arguments,
+)
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -41,6 +50,12 @@ class AsyncStore(StoreBase[aioredis.Redis]):
 
     @staticmethod
     def _connect(settings: Settings) -> aioredis.Redis:
+        topology = parse_url(settings.redis_url)
+        if topology.kind == "sentinel":
+            nodes, sentinel_options, primary = sentinel_arguments(settings)
+            guard = AsyncSentinel(nodes, sentinel_kwargs=sentinel_options)  # type: ignore[no-untyped-call]
+            client: aioredis.Redis = guard.master_for(topology.service, **primary)
+            return client
         return aioredis.Redis.from_url(settings.redis_url, **client_options(settings))
 
     async def run(self, operation: Operation[T]) -> T:
@@ -98,8 +113,11 @@ class AsyncStore(StoreBase[aioredis.Redis]):
             return False
 
     async def close(self) -> None:
-        """Release the connection pool."""
+        """Release the connection pool (and the connections to the Sentinels, if any)."""
         await self.client.aclose()
+        guard = getattr(self.client.connection_pool, "sentinel_manager", None)
+        for sentinel in getattr(guard, "sentinels", ()):
+            await sentinel.aclose()
 
     async def __aenter__(self) -> AsyncStore:
         return self

@@ -16,9 +16,10 @@ from redis.retry import Retry
 
 from slicecount.batches import Batch, Clock, Command, Context, ScriptCall
 from slicecount.config import Settings
-from slicecount.errors import StoreError
+from slicecount.errors import ConfigurationError, StoreError
 from slicecount.keys import KeySpace
 from slicecount.replies import Refusal, ScriptMissing
+from slicecount.topology import parse_url
 
 C = TypeVar("C")
 S = TypeVar("S", bound="StoreBase[Any]")
@@ -32,6 +33,47 @@ SCRIPT_SHAS = {name: hashlib.sha1(src.encode()).hexdigest() for name, src in SCR
 
 LOAD_SCRIPTS = Batch([("SCRIPT", "LOAD", source) for source in SCRIPTS.values()])
 """The batch that teaches a server (new, restarted or flushed) every script."""
+
+
+SENTINEL_OPTIONS = {
+    "socket_timeout": float,
+    "socket_connect_timeout": float,
+    "sentinel_password": str,
+    "sentinel_username": str,
+}
+"""Query-string options a Sentinel URL may carry (a standalone URL takes redis-py's own)."""
+
+
+def sentinel_arguments(
+    settings: Settings,
+) -> tuple[list[tuple[str, int]], dict[str, Any], dict[str, Any]]:
+    """(the Sentinels, their connection options, the primary's) for redis-py's ``Sentinel``
+    (sync and asyncio take the same); ConfigurationError naming an unknown option."""
+    topology = parse_url(settings.redis_url)
+    primary = client_options(settings)
+    sentinel: dict[str, Any] = {
+        "socket_timeout": settings.socket_timeout,
+        "socket_connect_timeout": settings.socket_timeout,
+    }
+    for name, text in topology.options.items():
+        kind = SENTINEL_OPTIONS.get(name)
+        if kind is None:
+            raise ConfigurationError(
+                f"unknown option {name!r} in {settings.redis_url!r}: expected one of "
+                f"{', '.join(SENTINEL_OPTIONS)}, password, username, db"
+            )
+        try:
+            value = kind(text)
+        except ValueError:
+            raise ConfigurationError(f"option {name}={text!r} is not a {kind.__name__}") from None
+        if name.startswith("sentinel_"):
+            sentinel[name.removeprefix("sentinel_")] = value
+        else:
+            primary[name] = sentinel[name] = value
+    primary |= {"db": topology.db, "password": topology.password, "username": topology.username}
+    if topology.tls:
+        primary["ssl"] = sentinel["ssl"] = True
+    return list(topology.nodes), sentinel, primary
 
 
 def client_options(settings: Settings) -> dict[str, Any]:
