@@ -58,6 +58,43 @@ def test_the_datasource_answers_through_the_sentinels(group: SentinelGroup) -> N
     assert body["data"]["result"] == [{"metric": {}, "value": [1_700_000_010, "120"]}]
 
 
+def test_the_cleaner_trims_through_the_sentinels(group: SentinelGroup) -> None:
+    from slicecount.cleaner import Cleaner
+    from slicecount.slices import oldest_kept
+
+    now = 1_700_006_400
+    with Store.from_url(group.url) as store:
+        store.apply({"trimmed": {now - s: 1 for s in range(300)}})
+        stats = Cleaner(store, clock=lambda: now).run_once(every_precision=True)
+        assert stats is not None and not stats.interrupted
+        kept = [start for start, _ in store.get("trimmed", 1)]
+        assert len(kept) == 120 and min(kept) >= oldest_kept(1, 120, now)
+
+
+def test_a_flask_app_counts_every_request_through_the_sentinels(group: SentinelGroup) -> None:
+    from flask import Flask
+
+    from slicecount.middleware.flask import SliceCount
+
+    app = Flask(__name__)
+
+    @app.get("/hello/<name>")
+    def hello(name: str) -> str:
+        return name
+
+    recorder = Recorder(Store.from_url(group.url), flush_interval=3600)
+    SliceCount(app, recorder=recorder)
+    client = app.test_client()
+    for i in range(200):
+        assert client.get(f"/hello/{i}", buffered=True).status_code == 200
+    assert recorder.flush()
+    labels = {"method": "GET", "route": "/hello/<name>", "status": "200"}
+    for precision in (1, 60, 86400):
+        got = recorder.store.get("http.requests", precision, labels)
+        assert sum(n for _, n in got) == 200, precision
+    recorder.close()
+
+
 def test_writers_through_a_failover_double_nothing() -> None:
     """4 Recorders flushing every 100 ms; the primary is SIGKILLed under them."""
     writers, per_round = 4, 50
