@@ -62,8 +62,3 @@ def test_bad_urls_name_the_problem(url: str, needle: str) -> None:
 def test_unknown_sentinel_option() -> None:
     with pytest.raises(ConfigurationError, match="unknown option 'retries'"):
         sentinel_arguments(Settings(redis_url="redis+sentinel://h/svc?retries=3"))
-
-
-def test_cluster_is_refused_until_supported() -> None:
-    with pytest.raises(ConfigurationError, match="Redis Cluster is not supported yet"):
-        Settings(redis_url="redis+cluster://127.0.0.1:7000")

@@ -13,6 +13,8 @@ from collections.abc import Callable
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import redis
+from redis.cluster import ClusterNode, RedisCluster
+from redis.crc import key_slot
 from redis.sentinel import Sentinel
 
 from slicecount import annotating, reading, trimming, writing
@@ -20,11 +22,14 @@ from slicecount.batches import Batch, Context, Operation, ping
 from slicecount.config import Settings
 from slicecount.errors import StoreError
 from slicecount.replies import ReplyReader, ScriptMissing
+from slicecount.routing import split
 from slicecount.topology import parse_url
 from slicecount.wire import (
     LOAD_SCRIPTS,
+    MOVED,
     StoreBase,
     client_options,
+    cluster_arguments,
     pack,
     refusal,
     sentinel_arguments,
@@ -46,46 +51,86 @@ def _blocking(
     return method
 
 
-class Store(StoreBase[redis.Redis]):
+class Store(StoreBase["redis.Redis | RedisCluster"]):
     """Counters in Redis at every configured precision (blocking redis-py client)."""
 
     @staticmethod
-    def _connect(settings: Settings) -> redis.Redis:
+    def _connect(settings: Settings) -> redis.Redis | RedisCluster:
         topology = parse_url(settings.redis_url)
         if topology.kind == "sentinel":
             nodes, sentinel_options, primary = sentinel_arguments(settings)
             guard = Sentinel(nodes, sentinel_kwargs=sentinel_options)  # type: ignore[no-untyped-call]
             client: redis.Redis = guard.master_for(topology.service, **primary)  # type: ignore[no-untyped-call]
             return client
+        if topology.kind == "cluster":
+            nodes, options = cluster_arguments(settings)
+            seeds = [ClusterNode(host, port) for host, port in nodes]  # type: ignore[no-untyped-call]
+            return RedisCluster(startup_nodes=seeds, **options)
         return redis.Redis.from_url(settings.redis_url, **client_options(settings))
 
     def run(self, operation: Operation[T]) -> T:
-        """Drive one operation to its result on one pooled connection."""
+        """Drive one operation to its result: on one pooled connection, or on a cluster one
+        per node it reaches (each batch split by node, a transaction whole to its slot's)."""
         try:
             batch = next(operation)  # argument checks run here, before any I/O
         except StopIteration as nothing_to_send:
             early: T = nothing_to_send.value
             return early
-        pool = self.client.connection_pool
-        try:
-            connection = pool.get_connection()
-        except redis.RedisError as exc:
-            raise self._error(exc) from exc
+        held: dict[Any, tuple[Any, Any]] = {}  # node -> (pool, connection)
         try:
             while True:
-                batch = operation.send(self._send(connection, batch))
+                batch = operation.send(self._dispatch(held, batch))
         except StopIteration as done:
             result: T = done.value
             return result
         except redis.RedisError as exc:
-            connection.disconnect()  # type: ignore[no-untyped-call]
+            self._drop(held)
             raise self._error(exc) from exc
-        except BaseException:
-            # half-read replies, or a refusal that left state behind (a WATCH): never reuse it
-            connection.disconnect()  # type: ignore[no-untyped-call]
+        except BaseException as exc:
+            # half-read replies, or a refusal that left state behind (a WATCH): never reuse
+            self._drop(held)
+            if isinstance(exc, StoreError) and isinstance(self.client, RedisCluster):
+                if MOVED.search(str(exc)):  # the slots moved: learn where, the caller retries
+                    self.client.nodes_manager.initialize()
             raise
         finally:
-            pool.release(connection)
+            for pool, connection in held.values():
+                pool.release(connection)
+
+    def _dispatch(self, held: dict[Any, tuple[Any, Any]], batch: Batch) -> list[Any]:
+        client = self.client
+        if not isinstance(client, RedisCluster):
+            return self._send(self._held(held, None, client.connection_pool), batch)
+        nodes = client.nodes_manager
+        parts = split(
+            batch,
+            lambda key: nodes.get_node_from_slot(key_slot(key.encode())),
+            client.get_default_node(),  # type: ignore[no-untyped-call]
+        )
+        if len(parts) == 1:
+            node, whole, _ = parts[0]
+            pool = client.get_redis_connection(node).connection_pool
+            return self._send(self._held(held, node.name, pool), whole)
+        replies: list[Any] = [None] * len(batch.commands)
+        for node, part, positions in parts:
+            pool = client.get_redis_connection(node).connection_pool
+            for position, reply in zip(
+                positions, self._send(self._held(held, node.name, pool), part), strict=True
+            ):
+                replies[position] = reply
+        return replies
+
+    @staticmethod
+    def _held(held: dict[Any, tuple[Any, Any]], node: Any, pool: Any) -> Any:
+        """The operation's connection to ``node``, taken from ``pool`` the first time."""
+        if node not in held:
+            held[node] = (pool, pool.get_connection())
+        return held[node][1]
+
+    @staticmethod
+    def _drop(held: dict[Any, tuple[Any, Any]]) -> None:
+        for _, connection in held.values():
+            connection.disconnect()
 
     def _send(self, connection: Any, batch: Batch) -> list[Any]:
         try:
@@ -116,6 +161,8 @@ class Store(StoreBase[redis.Redis]):
     def close(self) -> None:
         """Release the connection pool (and the connections to the Sentinels, if any)."""
         self.client.close()
+        if isinstance(self.client, RedisCluster):
+            return
         guard = getattr(self.client.connection_pool, "sentinel_manager", None)
         for sentinel in getattr(guard, "sentinels", ()):
             sentinel.close()

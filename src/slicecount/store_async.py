@@ -6,24 +6,31 @@ table binds the operations an asyncio caller uses (the datasource, async apps an
 
 from __future__ import annotations
 
+import asyncio
 import functools
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import redis
 import redis.asyncio as aioredis
+from redis.asyncio.cluster import ClusterNode as AsyncClusterNode
+from redis.asyncio.cluster import RedisCluster as AsyncCluster
 from redis.asyncio.sentinel import Sentinel as AsyncSentinel
+from redis.crc import key_slot
 
 from slicecount import annotating, reading, writing
 from slicecount.batches import Batch, Context, Operation, ping
 from slicecount.config import Settings
 from slicecount.errors import StoreError
 from slicecount.replies import ReplyReader, ScriptMissing
+from slicecount.routing import split
 from slicecount.topology import parse_url
 from slicecount.wire import (
     LOAD_SCRIPTS,
+    MOVED,
     StoreBase,
     client_options,
+    cluster_arguments,
     pack,
     refusal,
     sentinel_arguments,
@@ -45,46 +52,96 @@ def _awaiting(
     return method
 
 
-class AsyncStore(StoreBase[aioredis.Redis]):
+class AsyncStore(StoreBase["aioredis.Redis | AsyncCluster"]):
     """Counters in Redis at every configured precision (redis.asyncio client)."""
 
     @staticmethod
-    def _connect(settings: Settings) -> aioredis.Redis:
+    def _connect(settings: Settings) -> aioredis.Redis | AsyncCluster:
         topology = parse_url(settings.redis_url)
         if topology.kind == "sentinel":
             nodes, sentinel_options, primary = sentinel_arguments(settings)
             guard = AsyncSentinel(nodes, sentinel_kwargs=sentinel_options)  # type: ignore[no-untyped-call]
             client: aioredis.Redis = guard.master_for(topology.service, **primary)
             return client
+        if topology.kind == "cluster":
+            nodes, options = cluster_arguments(settings)
+            seeds = [AsyncClusterNode(host, port) for host, port in nodes]
+            return AsyncCluster(startup_nodes=seeds, **options)
         return aioredis.Redis.from_url(settings.redis_url, **client_options(settings))
 
     async def run(self, operation: Operation[T]) -> T:
-        """Drive one operation to its result on one pooled connection."""
+        """Drive one operation to its result: on one pooled connection, or on a cluster one
+        per node it reaches (a batch spanning nodes is sent to them concurrently)."""
         try:
             batch = next(operation)  # argument checks run here, before any I/O
         except StopIteration as nothing_to_send:
             early: T = nothing_to_send.value
             return early
-        pool = self.client.connection_pool
-        try:
-            connection = await pool.get_connection()  # type: ignore[no-untyped-call]
-        except redis.RedisError as exc:
-            raise self._error(exc) from exc
+        held: dict[Any, tuple[Callable[[Any], Awaitable[None]], Any]] = {}
         try:
             while True:
-                batch = operation.send(await self._send(connection, batch))
+                batch = operation.send(await self._dispatch(held, batch))
         except StopIteration as done:
             result: T = done.value
             return result
         except redis.RedisError as exc:
-            await connection.disconnect()
+            await self._drop(held)
             raise self._error(exc) from exc
-        except BaseException:
-            # cancelled mid-reply, or a refusal that left state behind (a WATCH): never reuse it
-            await connection.disconnect()
+        except BaseException as exc:
+            # cancelled mid-reply, or a refusal that left state behind (a WATCH): never reuse
+            await self._drop(held)
+            if isinstance(exc, StoreError) and isinstance(self.client, AsyncCluster):
+                if MOVED.search(str(exc)):  # the slots moved: learn where, the caller retries
+                    await self.client.nodes_manager.initialize()
             raise
         finally:
-            await pool.release(connection)
+            for release, connection in held.values():
+                await release(connection)
+
+    async def _dispatch(
+        self, held: dict[Any, tuple[Callable[[Any], Awaitable[None]], Any]], batch: Batch
+    ) -> list[Any]:
+        client = self.client
+        if not isinstance(client, AsyncCluster):
+            pool = client.connection_pool
+            if None not in held:
+                taken = await pool.get_connection()  # type: ignore[no-untyped-call]
+                held[None] = (pool.release, taken)
+            return await self._send(held[None][1], batch)
+        if client._initialize:  # the slot map, once
+            await client.initialize()
+        nodes = client.nodes_manager
+        parts = split(
+            batch,
+            lambda key: nodes.get_node_from_slot(key_slot(key.encode())),
+            client.get_default_node(),
+        )
+
+        def connection(node: Any) -> Any:
+            if node.name not in held:
+
+                async def release(used: Any) -> None:
+                    node.release(used)
+
+                held[node.name] = (release, node.acquire_connection())
+            return held[node.name][1]
+
+        if len(parts) == 1:
+            node, whole, _ = parts[0]
+            return await self._send(connection(node), whole)
+        answers = await asyncio.gather(
+            *(self._send(connection(node), part) for node, part, _ in parts)
+        )
+        replies: list[Any] = [None] * len(batch.commands)
+        for (_, _, positions), answer in zip(parts, answers, strict=True):
+            for position, reply in zip(positions, answer, strict=True):
+                replies[position] = reply
+        return replies
+
+    @staticmethod
+    async def _drop(held: dict[Any, tuple[Callable[[Any], Awaitable[None]], Any]]) -> None:
+        for _, connection in held.values():
+            await connection.disconnect()
 
     async def _send(self, connection: Any, batch: Batch) -> list[Any]:
         try:
@@ -115,6 +172,8 @@ class AsyncStore(StoreBase[aioredis.Redis]):
     async def close(self) -> None:
         """Release the connection pool (and the connections to the Sentinels, if any)."""
         await self.client.aclose()
+        if isinstance(self.client, AsyncCluster):
+            return
         guard = getattr(self.client.connection_pool, "sentinel_manager", None)
         for sentinel in getattr(guard, "sentinels", ()):
             await sentinel.aclose()

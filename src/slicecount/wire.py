@@ -76,6 +76,30 @@ def sentinel_arguments(
     return list(topology.nodes), sentinel, primary
 
 
+MOVED = re.compile(r"\b(?:MOVED|ASK|CLUSTERDOWN)\b")
+"""Refusals saying the cluster's slots are elsewhere (or moving): the slot map is reloaded."""
+
+
+def cluster_arguments(settings: Settings) -> tuple[list[tuple[str, int]], dict[str, Any]]:
+    """(the seed nodes, the options of every node's connections) for a Redis Cluster."""
+    topology = parse_url(settings.redis_url)
+    options = client_options(settings)
+    for name, text in topology.options.items():
+        if name not in ("socket_timeout", "socket_connect_timeout"):
+            raise ConfigurationError(
+                f"unknown option {name!r} in {settings.redis_url!r}: expected socket_timeout, "
+                "socket_connect_timeout, password, username"
+            )
+        try:
+            options[name] = float(text)
+        except ValueError:
+            raise ConfigurationError(f"option {name}={text!r} is not a number") from None
+    options |= {"password": topology.password, "username": topology.username}
+    if topology.tls:
+        options["ssl"] = True
+    return list(topology.nodes), options
+
+
 def client_options(settings: Settings) -> dict[str, Any]:
     """redis-py connection options shared by the sync and asyncio clients."""
     return {
