@@ -56,7 +56,11 @@ def test_retention_default_can_be_changed_beside_overrides() -> None:
         ({"redis_url": ""}, "''"),
         ({"flush_interval": "soon"}, "'soon'"),
         ({"flush_interval": -1}, "-1"),
-        ({"shards": 0}, "shards"),
+        ({"shards": -1}, "shards"),
+        (
+            {"shards": 1, "redis_url": "redis+cluster://a:1"},
+            "shards must be > 1 on a Redis Cluster",
+        ),
         ({"max_pending": "lots"}, "'lots'"),
     ],
 )
@@ -86,3 +90,9 @@ def test_with_changes_revalidates_and_keeps_retention() -> None:
     assert changed.retention_for(60) == 120
     with pytest.raises(ConfigurationError):
         settings.with_changes(shards="many")
+
+
+def test_shards_default_to_one_and_to_many_on_a_cluster() -> None:
+    assert Settings().shards == 1
+    assert Settings(redis_url="redis+cluster://a:7000").shards == 64
+    assert Settings(redis_url="redis+cluster://a:7000", shards=12).shards == 12

