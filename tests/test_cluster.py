@@ -70,12 +70,11 @@ def test_flushes_are_exact_and_spread_over_the_masters(cluster: ClusterGroup, st
     writers, events, series = 4, 20_000, 3_000
 
     def write(index: int) -> None:
-        recorder = Recorder(
-            Store(Settings(redis_url=cluster.url)), flush_interval=0.1, max_series_per_metric=5000
-        )
-        for k in range(events):
-            recorder.add("spread", 1, {"s": (k * 7 + index) % series})
-        recorder.close()
+        with Store(Settings(redis_url=cluster.url)) as own:
+            recorder = Recorder(own, flush_interval=0.1, max_series_per_metric=5000)
+            for k in range(events):
+                recorder.add("spread", 1, {"s": (k * 7 + index) % series})
+            recorder.close()
 
     threads = [threading.Thread(target=write, args=(w,)) for w in range(writers)]
     for thread in threads:

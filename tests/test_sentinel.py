@@ -79,7 +79,8 @@ def test_a_flask_app_counts_every_request_through_the_sentinels(group: SentinelG
     def hello(name: str) -> str:
         return name
 
-    recorder = Recorder(Store.from_url(group.url), flush_interval=3600)
+    own = Store.from_url(group.url)
+    recorder = Recorder(own, flush_interval=3600)
     SliceCount(app, recorder=recorder)
     client = app.test_client()
     for i in range(200):
@@ -90,6 +91,7 @@ def test_a_flask_app_counts_every_request_through_the_sentinels(group: SentinelG
         got = recorder.store.get("http.requests", precision, labels)
         assert sum(n for _, n in got) == 200, precision
     recorder.close()
+    own.close()
 
 
 def test_writers_through_a_failover_double_nothing() -> None:

@@ -290,7 +290,8 @@ def write_through(url: str, failover: Callable[[], object], writers: int = 4) ->
     stop = threading.Event()
 
     def write(index: int) -> None:
-        recorder = Recorder(Store(settings), flush_interval=0.1, max_backoff=0.5)
+        store = Store(settings)
+        recorder = Recorder(store, flush_interval=0.1, max_backoff=0.5)
         while not stop.is_set():
             for i in range(50):
                 recorder.add("failover", 1, {"w": index, "i": i % 10})
@@ -301,6 +302,7 @@ def write_through(url: str, failover: Callable[[], object], writers: int = 4) ->
             assert time.monotonic() < deadline, "never got through after the failover"
             time.sleep(0.2)
         recorder.close()
+        store.close()  # the Recorder leaves the store it was given to its owner
 
     threads = [threading.Thread(target=write, args=(w,)) for w in range(writers)]
     for thread in threads:
