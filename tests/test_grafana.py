@@ -102,6 +102,7 @@ def query_body(targets: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+@pytest.mark.slow  # the example apps serve 450 requests first (~1.7 s a case)
 @pytest.mark.parametrize("path", DASHBOARDS, ids=lambda p: p.name)
 @pytest.mark.parametrize(
     "selection",
@@ -443,6 +444,7 @@ def finite(samples: list[list[Any]]) -> list[float]:
     return [float(v) for _, v in samples if math.isfinite(float(v))]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "selection",
     [
