@@ -179,3 +179,13 @@ def walk(node: Node) -> list[Node]:
         out.append(item)
         stack.extend(reversed(children(item)))
     return out
+
+
+def depth(node: Node) -> int:
+    """Levels of a tree (a leaf is 1), counted without recursion."""
+    deepest, stack = 0, [(node, 1)]
+    while stack:
+        item, level = stack.pop()
+        deepest = max(deepest, level)
+        stack += [(child, level + 1) for child in children(item)]
+    return deepest

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from typing import NamedTuple
 
@@ -78,3 +79,59 @@ def unquote(token: str) -> str:
         raise QueryError(f"unknown escape sequence '\\{other}' in {token}")
 
     return _STRING_ESCAPE.sub(one, body)
+
+
+def number(text: str) -> float:
+    """A number token's value (decimal, scientific or hexadecimal)."""
+    value = float(int(text, 16)) if text[:2].lower() == "0x" else float(text)
+    if math.isinf(value) and "inf" not in text.lower():
+        raise QueryError(f"number {text[:40]} is out of range")
+    return value
+
+
+def shown(token: Token) -> str:
+    """A token as an error message names it."""
+    return "end of input" if token.kind == "end" else repr(token.text)
+
+
+class Tokens:
+    """A cursor over the tokens of a query, with the checks every grammar rule uses and a
+    bound on how deep the parse may nest (``descend``)."""
+
+    def __init__(self, text: str, max_depth: int) -> None:
+        self.text = text
+        self.tokens = tokenize(text)
+        self.i = 0
+        self.level = 0  # open parentheses, calls and operator chains: bounds the recursion
+        self.max_depth = max_depth
+
+    def peek(self, ahead: int = 0) -> Token:
+        return self.tokens[min(self.i + ahead, len(self.tokens) - 1)]
+
+    def next(self) -> Token:
+        token = self.peek()
+        self.i += 1
+        return token
+
+    def at(self, *texts: str) -> bool:
+        """Whether the next token is one of ``texts`` (keywords in any case, as PromQL)."""
+        token = self.peek()
+        if token.kind == "ident":
+            return token.text.lower() in texts
+        return token.kind in ("op", "punct") and token.text in texts
+
+    def error(self, message: str, token: Token | None = None) -> QueryError:
+        token = token or self.peek()
+        return QueryError(f"parse error at char {token.pos + 1}: {message}")
+
+    def expect(self, kind: str, text: str | None = None) -> Token:
+        token = self.peek()
+        if token.kind != kind or (text is not None and token.text != text):
+            want = repr(text) if text is not None else kind
+            raise self.error(f"expected {want}, found {shown(token)}")
+        return self.next()
+
+    def descend(self) -> None:
+        self.level += 1
+        if self.level > self.max_depth:
+            raise QueryError(f"query nests more than {self.max_depth} levels deep")

@@ -7,7 +7,6 @@ name the construct and its position. Pure.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -26,11 +25,11 @@ from slicecount.promql.ast import (
     StringLiteral,
     Unary,
     VectorSelector,
-    children,
+    depth,
     walk,
 )
 from slicecount.promql.durations import parse_duration
-from slicecount.promql.lexer import Token, tokenize, unquote
+from slicecount.promql.lexer import Token, Tokens, number, shown, unquote
 from slicecount.promql.signatures import AGGREGATIONS
 from slicecount.promql.typecheck import COMPARISONS, SET_OPERATORS
 
@@ -64,59 +63,14 @@ def parse(text: str) -> Node:
     parser = _Parser(text)
     node = parser.expression(0)
     parser.expect("end")
-    if len(walk(node)) > 10_000 or _depth(node) > MAX_DEPTH:
+    if len(walk(node)) > 10_000 or depth(node) > MAX_DEPTH:
         raise QueryError(f"query nests more than {MAX_DEPTH} levels deep")
     return node
 
 
-def _depth(node: Node) -> int:
-    deepest, stack = 0, [(node, 1)]
-    while stack:
-        item, level = stack.pop()
-        deepest = max(deepest, level)
-        stack += [(child, level + 1) for child in children(item)]
-    return deepest
-
-
-class _Parser:
+class _Parser(Tokens):
     def __init__(self, text: str) -> None:
-        self.text = text
-        self.tokens = tokenize(text)
-        self.i = 0
-        self.level = 0  # open parentheses and calls: bounds the recursion
-
-    # -- tokens -----------------------------------------------------------------------------
-
-    def peek(self, ahead: int = 0) -> Token:
-        return self.tokens[min(self.i + ahead, len(self.tokens) - 1)]
-
-    def next(self) -> Token:
-        token = self.peek()
-        self.i += 1
-        return token
-
-    def at(self, *texts: str) -> bool:
-        """Whether the next token is one of ``texts`` (keywords in any case, as PromQL)."""
-        token = self.peek()
-        if token.kind == "ident":
-            return token.text.lower() in texts
-        return token.kind in ("op", "punct") and token.text in texts
-
-    def error(self, message: str, token: Token | None = None) -> QueryError:
-        token = token or self.peek()
-        return QueryError(f"parse error at char {token.pos + 1}: {message}")
-
-    def expect(self, kind: str, text: str | None = None) -> Token:
-        token = self.peek()
-        if token.kind != kind or (text is not None and token.text != text):
-            want = repr(text) if text is not None else kind
-            raise self.error(f"expected {want}, found {_shown(token)}")
-        return self.next()
-
-    def descend(self) -> None:
-        self.level += 1
-        if self.level > MAX_DEPTH:
-            raise QueryError(f"query nests more than {MAX_DEPTH} levels deep")
+        super().__init__(text, MAX_DEPTH)
 
     # -- expressions ------------------------------------------------------------------------
 
@@ -191,7 +145,7 @@ class _Parser:
     def duration(self) -> float:
         token = self.peek()
         if token.kind != "duration":
-            raise self.error(f"expected a duration such as 5m or 1m30s, found {_shown(token)}")
+            raise self.error(f"expected a duration such as 5m or 1m30s, found {shown(token)}")
         self.next()
         try:
             return parse_duration(token.text)
@@ -202,7 +156,7 @@ class _Parser:
         token = self.peek()
         if token.kind == "number":
             self.next()
-            return NumberLiteral(_number(token.text))
+            return NumberLiteral(number(token.text))
         if token.kind == "string":
             self.next()
             return StringLiteral(unquote(token.text))
@@ -232,7 +186,7 @@ class _Parser:
                 return self.call()
             self.next()
             return self.selector(word)
-        raise self.error(f"unexpected {_shown(token)}")
+        raise self.error(f"unexpected {shown(token)}")
 
     # -- selectors --------------------------------------------------------------------------
 
@@ -260,7 +214,7 @@ class _Parser:
     def label_name(self) -> str:
         token = self.peek()
         if token.kind != "ident" or ":" in token.text:
-            raise self.error(f"expected a label name, found {_shown(token)}")
+            raise self.error(f"expected a label name, found {shown(token)}")
         return self.next().text
 
     def label_list(self) -> tuple[str, ...]:
@@ -346,14 +300,3 @@ class _Parser:
                 if self.at("("):
                     include = self.label_list()
         return returns_bool, Matching(card, on, labels, include)
-
-
-def _number(text: str) -> float:
-    value = float(int(text, 16)) if text[:2].lower() == "0x" else float(text)
-    if math.isinf(value) and "inf" not in text.lower():
-        raise QueryError(f"number {text[:40]} is out of range")
-    return value
-
-
-def _shown(token: Token) -> str:
-    return "end of input" if token.kind == "end" else repr(token.text)
