@@ -158,9 +158,10 @@ class Settings:
         set_(self, "max_future", _float("max_future", self.max_future))
         set_(self, "max_metrics", _int("max_metrics", self.max_metrics))
         shards = _int("shards", self.shards, minimum=0)
+        cluster = parse_url(self.redis_url).kind == "cluster"
         if shards == 0:
-            shards = CLUSTER_SHARDS if parse_url(self.redis_url).kind == "cluster" else 1
-        elif shards == 1 and parse_url(self.redis_url).kind == "cluster":
+            shards = CLUSTER_SHARDS if cluster else 1
+        elif shards == 1 and cluster:
             raise ConfigurationError(
                 "shards must be > 1 on a Redis Cluster (one shard has no hash tag: a flush "
                 "would span slots)"

@@ -23,16 +23,14 @@ from slicecount.config import Settings
 from slicecount.errors import StoreError
 from slicecount.replies import ReplyReader, ScriptMissing
 from slicecount.routing import split
-from slicecount.topology import parse_url
 from slicecount.wire import (
     LOAD_SCRIPTS,
     MOVED,
+    Clients,
     StoreBase,
-    client_options,
-    cluster_arguments,
+    connect,
     pack,
     refusal,
-    sentinel_arguments,
 )
 
 P = ParamSpec("P")
@@ -51,22 +49,16 @@ def _blocking(
     return method
 
 
+CLIENTS = Clients(redis.Redis, Sentinel, RedisCluster, ClusterNode)
+
+
 class Store(StoreBase["redis.Redis | RedisCluster"]):
     """Counters in Redis at every configured precision (blocking redis-py client)."""
 
     @staticmethod
     def _connect(settings: Settings) -> redis.Redis | RedisCluster:
-        topology = parse_url(settings.redis_url)
-        if topology.kind == "sentinel":
-            nodes, sentinel_options, primary = sentinel_arguments(settings)
-            guard = Sentinel(nodes, sentinel_kwargs=sentinel_options)  # type: ignore[no-untyped-call]
-            client: redis.Redis = guard.master_for(topology.service, **primary)  # type: ignore[no-untyped-call]
-            return client
-        if topology.kind == "cluster":
-            nodes, options = cluster_arguments(settings)
-            seeds = [ClusterNode(host, port) for host, port in nodes]  # type: ignore[no-untyped-call]
-            return RedisCluster(startup_nodes=seeds, **options)
-        return redis.Redis.from_url(settings.redis_url, **client_options(settings))
+        client: redis.Redis | RedisCluster = connect(settings, CLIENTS)
+        return client
 
     def run(self, operation: Operation[T]) -> T:
         """Drive one operation to its result: on one pooled connection, or on a cluster one

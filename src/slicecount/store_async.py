@@ -24,16 +24,14 @@ from slicecount.config import Settings
 from slicecount.errors import StoreError
 from slicecount.replies import ReplyReader, ScriptMissing
 from slicecount.routing import split
-from slicecount.topology import parse_url
 from slicecount.wire import (
     LOAD_SCRIPTS,
     MOVED,
+    Clients,
     StoreBase,
-    client_options,
-    cluster_arguments,
+    connect,
     pack,
     refusal,
-    sentinel_arguments,
 )
 
 P = ParamSpec("P")
@@ -52,22 +50,16 @@ def _awaiting(
     return method
 
 
+CLIENTS = Clients(aioredis.Redis, AsyncSentinel, AsyncCluster, AsyncClusterNode)
+
+
 class AsyncStore(StoreBase["aioredis.Redis | AsyncCluster"]):
     """Counters in Redis at every configured precision (redis.asyncio client)."""
 
     @staticmethod
     def _connect(settings: Settings) -> aioredis.Redis | AsyncCluster:
-        topology = parse_url(settings.redis_url)
-        if topology.kind == "sentinel":
-            nodes, sentinel_options, primary = sentinel_arguments(settings)
-            guard = AsyncSentinel(nodes, sentinel_kwargs=sentinel_options)  # type: ignore[no-untyped-call]
-            client: aioredis.Redis = guard.master_for(topology.service, **primary)
-            return client
-        if topology.kind == "cluster":
-            nodes, options = cluster_arguments(settings)
-            seeds = [AsyncClusterNode(host, port) for host, port in nodes]
-            return AsyncCluster(startup_nodes=seeds, **options)
-        return aioredis.Redis.from_url(settings.redis_url, **client_options(settings))
+        client: aioredis.Redis | AsyncCluster = connect(settings, CLIENTS)
+        return client
 
     async def run(self, operation: Operation[T]) -> T:
         """Drive one operation to its result: on one pooled connection, or on a cluster one

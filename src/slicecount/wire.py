@@ -7,7 +7,7 @@ import hashlib
 import re
 import time
 from importlib import resources
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, NamedTuple, TypeVar
 
 from hiredis import pack_command
 from redis import exceptions
@@ -98,6 +98,30 @@ def cluster_arguments(settings: Settings) -> tuple[list[tuple[str, int]], dict[s
     if topology.tls:
         options["ssl"] = True
     return list(topology.nodes), options
+
+
+class Clients(NamedTuple):
+    """The redis-py classes of one flavour (blocking or asyncio) that ``connect`` builds."""
+
+    plain: Any
+    sentinel: Any
+    cluster: Any
+    node: Any
+
+
+def connect(settings: Settings, clients: Clients) -> Any:
+    """The client the URL's topology calls for: one server, the primary a group of Sentinels
+    names, or a cluster seeded by the URL's nodes."""
+    topology = parse_url(settings.redis_url)
+    if topology.kind == "sentinel":
+        nodes, watchers, primary = sentinel_arguments(settings)
+        guard = clients.sentinel(nodes, sentinel_kwargs=watchers)
+        return guard.master_for(topology.service, **primary)
+    if topology.kind == "cluster":
+        nodes, options = cluster_arguments(settings)
+        seeds = [clients.node(host, port) for host, port in nodes]
+        return clients.cluster(startup_nodes=seeds, **options)
+    return clients.plain.from_url(settings.redis_url, **client_options(settings))
 
 
 def client_options(settings: Settings) -> dict[str, Any]:
