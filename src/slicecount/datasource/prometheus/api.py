@@ -66,7 +66,7 @@ async def query_range(reader: Reader, params: Params) -> Rendered:
             "invalid parameter 'step': zero or negative query resolution step widths are not "
             "accepted. Try a positive integer"
         )
-    if (round(end * 1000) - round(start * 1000)) // round(step * 1000) > MAX_STEPS:
+    if len(evaluation_times(start, end, step, limit=MAX_STEPS + 2)) > MAX_STEPS + 1:
         raise BadData(
             f"exceeded maximum resolution of {MAX_STEPS:,} points per timeseries. Try "
             "decreasing the query resolution (?step=XX)"
@@ -131,9 +131,9 @@ async def evaluate(
         )
 
     def compute(counts: dict[str, list[int | None]]) -> bytes:
-        totals = {i: _totals(counts.get(i, []), slices) for i in ids}
+        sums = Sums({i: _totals(counts.get(i, []), slices) for i in ids}, slices)
         data = {
-            selector: [_raw(d, totals, slices) for d in derived]
+            selector: [Raw(d.labels, sums.of(d.parts), d.scale) for d in derived]
             for selector, derived in found.items()
         }
         result = Evaluator(grid, data, limits.max_computed_points).evaluate(node)
@@ -182,12 +182,25 @@ def _totals(counts: Sequence[int | None], slices: int) -> list[int]:
     return [0, *accumulate(c or 0 for c in counts)]
 
 
-def _raw(derived: Derived, totals: dict[str, list[int]], slices: int) -> Raw:
-    parts = [totals[p] for p in derived.parts]
-    if not parts:  # a bucket below every stored one of its label set: zero throughout
-        return Raw(derived.labels, [0] * (slices + 1), derived.scale)
-    summed = parts[0] if len(parts) == 1 else [sum(column) for column in zip(*parts, strict=True)]
-    return Raw(derived.labels, summed, derived.scale)
+class Sums:
+    """The running totals of sums of stored series. A histogram's cumulative buckets are the
+    prefixes of one list of parts, so each is the one below plus one series: remembered, the
+    buckets of a label set cost one addition each, not one per bucket below."""
+
+    def __init__(self, totals: dict[str, list[int]], slices: int) -> None:
+        self.totals = totals
+        self.known: dict[tuple[str, ...], list[int]] = {(): [0] * (slices + 1)}
+
+    def of(self, parts: tuple[str, ...]) -> list[int]:
+        found = self.known.get(parts)
+        if found is None:
+            if len(parts) == 1:
+                found = self.totals[parts[0]]
+            else:
+                below, last = self.of(parts[:-1]), self.totals[parts[-1]]
+                found = [a + b for a, b in zip(below, last, strict=True)]
+            self.known[parts] = found
+        return found
 
 
 # -- look-ups -------------------------------------------------------------------------------

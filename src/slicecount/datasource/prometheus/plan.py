@@ -162,8 +162,11 @@ def last_boundary(grid: Grid, wanted: Sequence[Need]) -> int:
     return max(grid.first, min(latest, grid.newest))
 
 
-def evaluation_times(start: float, end: float, step: float) -> list[float]:
-    """``start + k * step`` up to ``end``, counted in whole milliseconds as Prometheus does
-    (float steps would drift: 0 to 0.3 by 0.1 is four times)."""
+def evaluation_times(
+    start: float, end: float, step: float, limit: int | None = None
+) -> list[float]:
+    """``start + k * step`` up to ``end`` (at most ``limit`` of them), counted in whole
+    milliseconds as Prometheus does (float steps would drift: 0 to 0.3 by 0.1 is four)."""
     first, last, every = (round(x * 1000) for x in (start, end, step))
-    return [(first + k * every) / 1000 for k in range((last - first) // every + 1)]
+    count = (last - first) // every + 1
+    return [(first + k * every) / 1000 for k in range(min(count, limit or count))]
