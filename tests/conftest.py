@@ -1,4 +1,10 @@
-"""Fixtures: a real redis-server per session (flushed before each test), stores bound to it."""
+"""Fixtures: a real redis-server per session (flushed before each test), stores bound to it.
+
+A test marked ``topologies`` runs three times: on that server, on a Redis Cluster (3 masters,
+a replica each) and behind Sentinel (a primary, a replica, 3 Sentinels); the last two are
+``slow``. Such a test reaches Redis only through ``settings``/``store``/``redis_url`` (and
+``redis_client`` for commands that name keys the store's ``keys`` built: on a cluster the keys
+carry a shard's hash tag)."""
 
 from __future__ import annotations
 
@@ -10,6 +16,25 @@ import redis
 from slicecount.config import Settings
 from slicecount.embedded import EmbeddedRedis
 from slicecount.store import Store
+from tests.topologies import ClusterGroup, SentinelGroup
+
+TOPOLOGIES = [
+    "standalone",
+    pytest.param("cluster", marks=pytest.mark.slow),
+    pytest.param("sentinel", marks=pytest.mark.slow),
+]
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    marker = metafunc.definition.get_closest_marker("topologies")
+    if marker and "topology" in metafunc.fixturenames:
+        # ``@pytest.mark.topologies("standalone")`` narrows a module's mark for one test
+        chosen = [t for t in TOPOLOGIES if not marker.args or _name(t) in marker.args]
+        metafunc.parametrize("topology", chosen, indirect=True)
+
+
+def _name(topology: object) -> str:
+    return str(getattr(topology, "values", [topology])[0])
 
 
 @pytest.fixture(scope="session")
@@ -18,18 +43,68 @@ def redis_server() -> Iterator[EmbeddedRedis]:
         yield server
 
 
+@pytest.fixture(scope="session")
+def cluster_group() -> Iterator[ClusterGroup]:
+    """Started by the first test that needs it, shared by the session's tests after it."""
+    with ClusterGroup() as started:
+        yield started
+
+
+@pytest.fixture(scope="session")
+def sentinel_group() -> Iterator[SentinelGroup]:
+    with SentinelGroup() as started:
+        yield started
+
+
 @pytest.fixture
-def redis_client(redis_server: EmbeddedRedis) -> Iterator[redis.Redis]:
-    """A raw client for checks and set-up; flushed before each test."""
-    client = redis.Redis.from_url(redis_server.url, decode_responses=True)
-    client.flushall()
+def topology(request: pytest.FixtureRequest) -> str:
+    """standalone, unless the test is marked ``topologies``."""
+    return str(getattr(request, "param", "standalone"))
+
+
+@pytest.fixture
+def redis_url(topology: str, request: pytest.FixtureRequest) -> str:
+    """The URL of the test's topology, its data flushed."""
+    return flushed_url(topology, request)
+
+
+def flushed_url(topology: str, request: pytest.FixtureRequest) -> str:
+    """The URL of a topology's session servers, emptied (for fixtures of any scope)."""
+    if topology == "cluster":
+        group: ClusterGroup = request.getfixturevalue("cluster_group")
+        group.flush()
+        return group.url
+    if topology == "sentinel":
+        guarded: SentinelGroup = request.getfixturevalue("sentinel_group")
+        guarded.flush()
+        return guarded.url
+    server: EmbeddedRedis = request.getfixturevalue("redis_server")
+    with redis.Redis.from_url(server.url) as client:
+        client.flushall()
+    return server.url
+
+
+@pytest.fixture
+def redis_client(
+    redis_url: str, topology: str, request: pytest.FixtureRequest
+) -> Iterator[redis.Redis]:
+    """A raw client for checks and set-up (on a cluster, one that follows the slots)."""
+    client: redis.Redis
+    if topology == "cluster":
+        seed = request.getfixturevalue("cluster_group").seeds[0]
+        client = redis.RedisCluster(host="127.0.0.1", port=seed, decode_responses=True)  # type: ignore[assignment]
+    elif topology == "sentinel":
+        primary = request.getfixturevalue("sentinel_group").primary_port()
+        client = redis.Redis(port=primary, decode_responses=True)
+    else:
+        client = redis.Redis.from_url(redis_url, decode_responses=True)
     yield client
     client.close()
 
 
 @pytest.fixture
-def settings(redis_client: redis.Redis, redis_server: EmbeddedRedis) -> Settings:
-    return Settings(redis_url=redis_server.url)
+def settings(redis_url: str) -> Settings:
+    return Settings(redis_url=redis_url)
 
 
 @pytest.fixture

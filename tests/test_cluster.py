@@ -5,10 +5,12 @@ the datasource answers as on one server, and writers go through a master's failo
 from __future__ import annotations
 
 import asyncio
-import threading
+import logging
+import multiprocessing
 import time
 from collections import Counter
 from collections.abc import Iterator
+from multiprocessing.queues import Queue
 
 import pytest
 from starlette.testclient import TestClient
@@ -17,7 +19,6 @@ from slicecount.cleaner import Cleaner
 from slicecount.config import Settings
 from slicecount.datasource.app import create_app
 from slicecount.keys import KeySpace
-from slicecount.recorder import Recorder
 from slicecount.slices import oldest_kept
 from slicecount.store import Store
 from slicecount.store_async import AsyncStore
@@ -27,20 +28,16 @@ pytestmark = pytest.mark.slow
 NOW = 1_700_006_400
 
 
-@pytest.fixture(scope="module")
-def cluster() -> Iterator[ClusterGroup]:
-    with ClusterGroup() as started:
-        yield started
+@pytest.fixture
+def cluster(cluster_group: ClusterGroup) -> ClusterGroup:
+    """The session's cluster, emptied."""
+    cluster_group.flush()
+    return cluster_group
 
 
 @pytest.fixture
 def store(cluster: ClusterGroup) -> Iterator[Store]:
     with Store(Settings(redis_url=cluster.url)) as opened:
-        for node in cluster.masters():  # each test starts from an empty cluster
-            import redis
-
-            with redis.Redis(port=node.port) as client:
-                client.flushall()
         yield opened
 
 
@@ -63,32 +60,64 @@ def test_reads_and_writes_reach_every_slot(cluster: ClusterGroup, store: Store) 
     assert asyncio.run(read_async()) == sum(range(1, 201))
 
 
-def test_flushes_are_exact_and_spread_over_the_masters(cluster: ClusterGroup, store: Store) -> None:
+WRITERS, EVENTS, SERIES = 4, 50_000, 3_000
+
+
+def _send_events(url: str, index: int, errors: Queue[str]) -> None:
+    """One app process: ``slicecount.event()`` as an app calls it, then exit (which flushes)."""
+    import slicecount
+
+    slicecount.configure(redis_url=url, max_series_per_metric=SERIES, flush_interval=0.1)
+    handler = _Collect(errors)
+    logging.getLogger("slicecount").addHandler(handler)
+    for k in range(EVENTS):
+        slicecount.event("spread", s=(k * 7 + index) % SERIES)
+    slicecount.get_recorder().close()
+    logging.getLogger("slicecount").removeHandler(handler)
+
+
+class _Collect(logging.Handler):
+    """Every warning slicecount logs in a writer (a MOVED or CROSSSLOT would show here)."""
+
+    def __init__(self, errors: Queue[str]) -> None:
+        super().__init__(logging.WARNING)
+        self.errors = errors
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.errors.put(record.getMessage())
+
+
+def test_four_processes_of_events_are_exact_and_spread_over_the_masters(
+    cluster: ClusterGroup, store: Store
+) -> None:
     before = {
         node.port: cluster.commandstats(node.port).get("hincrby", 0) for node in cluster.masters()
     }
-    writers, events, series = 4, 20_000, 3_000
-
-    def write(index: int) -> None:
-        with Store(Settings(redis_url=cluster.url)) as own:
-            recorder = Recorder(own, flush_interval=0.1, max_series_per_metric=5000)
-            for k in range(events):
-                recorder.add("spread", 1, {"s": (k * 7 + index) % series})
-            recorder.close()
-
-    threads = [threading.Thread(target=write, args=(w,)) for w in range(writers)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(120)
-    expected = Counter((k * 7 + w) % series for w in range(writers) for k in range(events))
-    for precision in (1, 60, 86400):
+    context = multiprocessing.get_context("spawn")  # fresh processes, as app workers are
+    errors: Queue[str] = context.Queue()
+    processes = [
+        context.Process(target=_send_events, args=(cluster.url, w, errors)) for w in range(WRITERS)
+    ]
+    for process in processes:
+        process.start()
+    for process in processes:
+        process.join(300)
+        assert process.exitcode == 0
+    logged = []
+    while not errors.empty():
+        logged.append(errors.get())
+    assert logged == []  # no MOVED, CROSSSLOT, nor anything else reached a writer
+    expected = Counter((k * 7 + w) % SERIES for w in range(WRITERS) for k in range(EVENTS))
+    now = time.time()
+    for precision in store.settings.precisions:
         ids = store.series("spread", precision)
-        assert len(ids) == series
-        found = store.read(ids, precision, time.time() - 120, time.time())
-        assert sum(sum(v or 0 for v in values) for values in found.values()) == writers * events
-    for s in (0, 1, 999, 2999):
-        assert sum(n for _, n in store.get("spread", 86400, {"s": s})) == expected[s]
+        assert len(ids) == SERIES
+        span = max(600, 2 * precision)
+        found = store.read(ids, precision, now - span, now)
+        per_series = {sid: sum(v or 0 for v in values) for sid, values in found.items()}
+        assert per_series == {f'spread{{s="{s}"}}': n for s, n in expected.items()}, precision
+    assert store.series("slicecount.rejected", 86400) == []
+    assert store.series("slicecount.dropped", 86400) == []
     calls = {
         port: cluster.commandstats(port).get("hincrby", 0) - done for port, done in before.items()
     }

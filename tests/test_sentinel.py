@@ -5,7 +5,6 @@ old primary acknowledged but never replicated."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 
 import pytest
 
@@ -18,10 +17,11 @@ from tests.topologies import SentinelGroup, write_through
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(scope="module")
-def group() -> Iterator[SentinelGroup]:
-    with SentinelGroup() as started:
-        yield started
+@pytest.fixture
+def group(sentinel_group: SentinelGroup) -> SentinelGroup:
+    """The session's primary and Sentinels, emptied."""
+    sentinel_group.flush()
+    return sentinel_group
 
 
 def test_the_store_finds_the_primary_through_the_sentinels(group: SentinelGroup) -> None:

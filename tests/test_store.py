@@ -11,6 +11,7 @@ from slicecount.store import Store
 T0 = 1_700_000_000  # a multiple of 5; T0 - 20 is a multiple of 60
 
 
+@pytest.mark.topologies
 def test_incr_writes_every_precision_in_one_transaction(store: Store) -> None:
     store.incr("hits", 2, {"route": "/a"}, now=T0 + 61.5)
     for precision in store.settings.precisions:
@@ -19,12 +20,14 @@ def test_incr_writes_every_precision_in_one_transaction(store: Store) -> None:
     assert store.series("hits", 300) == ['hits{route="/a"}']
 
 
+@pytest.mark.topologies
 def test_incr_uses_the_injected_clock(settings: Settings) -> None:
     with Store(settings, clock=lambda: T0 + 0.9) as store:
         store.incr("tick")
         assert store.get("tick", 1) == [(T0, 1)]
 
 
+@pytest.mark.topologies
 def test_apply_aggregates_per_slice(store: Store, redis_client: redis.Redis) -> None:
     refused = store.apply(
         {
@@ -39,22 +42,26 @@ def test_apply_aggregates_per_slice(store: Store, redis_client: redis.Redis) -> 
     assert store.get("a", 60) == [(T0 - 20, 7), (T0 + 40, 24)]
     assert store.get("b", 1, {"x": 1}) == [(T0 + 2, 3)]
     # zero-count series write nothing at all, not even a registry member
-    assert redis_client.zscore("known:", "1:zero") is None
-    assert not redis_client.exists("count:1:zero")
-    assert redis_client.zcard("known:") == 14
+    keys = store.keys
+    assert redis_client.zscore(keys.known_for("zero"), "1:zero") is None
+    assert not redis_client.exists(keys.counter(1, "zero"))
+    assert sum(redis_client.zcard(known) for known in keys.registries()) == 14
 
 
+@pytest.mark.topologies
 def test_apply_reports_commands_redis_refused_and_keeps_the_rest(
     store: Store, redis_client: redis.Redis
 ) -> None:
-    redis_client.set("count:5:clash", "not a hash")
+    clash = store.keys.counter(5, "clash")
+    redis_client.set(clash, "not a hash")
     refused = store.apply({"clash": {T0: 1}, "fine": {T0: 1}})
     assert refused == 1
     assert store.get("clash", 1) == [(T0, 1)]
     assert store.get("fine", 5) == [(T0, 1)]
-    assert redis_client.get("count:5:clash") == "not a hash"
+    assert redis_client.get(clash) == "not a hash"
 
 
+@pytest.mark.topologies
 def test_apply_splits_huge_batches_into_several_script_calls(
     store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -65,6 +72,7 @@ def test_apply_splits_huge_batches_into_several_script_calls(
     assert len(store.names(3600)) == 25
 
 
+@pytest.mark.topologies
 def test_series_and_names_discover_without_neighbours(store: Store) -> None:
     store.apply(
         {
@@ -81,6 +89,7 @@ def test_series_and_names_discover_without_neighbours(store: Store) -> None:
     assert store.names(60) == ["hits", "hits.total", "hitsz", "other"]
 
 
+@pytest.mark.topologies
 def test_names_pages_through_a_large_registry(
     store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -89,6 +98,7 @@ def test_names_pages_through_a_large_registry(
     assert store.names(1) == [f"m{i:02d}" for i in range(30)]
 
 
+@pytest.mark.topologies
 def test_read_returns_exactly_the_slices_in_range(store: Store) -> None:
     store.apply({"r": {T0: 1, T0 + 60: 2, T0 + 180: 3}})
     got = store.read(["r", "missing"], 60, T0 - 20 + 1, T0 + 200)
@@ -97,6 +107,7 @@ def test_read_returns_exactly_the_slices_in_range(store: Store) -> None:
     assert store.read([], 60, T0, T0 + 60) == {}
 
 
+@pytest.mark.topologies
 def test_delete_removes_hashes_and_registry_members(
     store: Store, redis_client: redis.Redis
 ) -> None:
@@ -106,10 +117,13 @@ def test_delete_removes_hashes_and_registry_members(
     assert store.delete("d") == 14
     assert store.series("d", 60) == []
     assert store.series("dd", 60) == ["dd"]
-    assert not redis_client.exists('count:60:d{k="2"}', "count:60:d")
-    assert redis_client.zcard("known:") == 7
+    keys = store.keys
+    assert not redis_client.exists(keys.counter(60, 'd{k="2"}'))
+    assert not redis_client.exists(keys.counter(60, "d"))
+    assert sum(redis_client.zcard(known) for known in keys.registries()) == 7
 
 
+@pytest.mark.topologies
 def test_delete_finds_precisions_no_longer_configured(
     settings: Settings, redis_client: redis.Redis
 ) -> None:
@@ -120,6 +134,7 @@ def test_delete_finds_precisions_no_longer_configured(
     assert redis_client.dbsize() == 0
 
 
+@pytest.mark.topologies
 def test_prefix_and_shards_are_honoured(settings: Settings, redis_client: redis.Redis) -> None:
     with Store(settings.with_changes(prefix="app:", shards=3)) as store:
         store.incr("s", 1, {"k": "v"}, now=T0)
@@ -148,6 +163,7 @@ def test_prefix_and_shards_are_honoured(settings: Settings, redis_client: redis.
         (lambda s: s.delete("no good"), "'no good'"),
     ],
 )
+@pytest.mark.topologies
 def test_bad_arguments_raise_value_error_and_write_nothing(
     store: Store, redis_client: redis.Redis, call: object, fragment: str
 ) -> None:

@@ -15,6 +15,7 @@ from slicecount.store_async import AsyncStore
 T0 = 1_700_000_000
 
 
+@pytest.mark.topologies
 def test_async_store_matches_the_sync_store(settings: Settings, store: Store) -> None:
     async def scenario() -> None:
         async with AsyncStore(settings, clock=lambda: T0 + 3.5) as astore:

@@ -70,6 +70,11 @@ class SentinelGroup:
                     return False
         return True
 
+    def flush(self) -> None:
+        """Empty the primary (the replica follows)."""
+        with redis.Redis(port=self.primary_port()) as client:
+            client.flushall()
+
     def primary_port(self) -> int:
         """The port the Sentinels name as the primary now."""
         with redis.Redis(port=self.sentinels[0].port, decode_responses=True) as client:
@@ -233,6 +238,12 @@ class ClusterGroup:
         os.kill(pid, signal.SIGKILL)
         wait_until(lambda: self._promoted(slot, replica.port), f"the promotion of {replica.port}")
         return self._node(replica.port)
+
+    def flush(self) -> None:
+        """Empty every master (the replicas follow)."""
+        for node in self.masters():
+            with redis.Redis(port=node.port) as client:
+                client.flushall()
 
     def commandstats(self, port: int) -> dict[str, int]:
         """Calls per command (``set``, ``get``, ``cluster`` ...) since the node started."""

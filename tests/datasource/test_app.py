@@ -10,6 +10,8 @@ from starlette.testclient import TestClient
 
 from tests.datasource.conftest import HOUR, NOW, legacy_body, simpod_body
 
+pytestmark = pytest.mark.topologies
+
 MS = 1000
 SLICE = NOW - NOW % 60  # start of the current 60 s slice
 

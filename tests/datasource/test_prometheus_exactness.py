@@ -1,6 +1,7 @@
 """PromQL answers against the truth computed from known events: increase/rate over windows of
 1, 5 and 60 slices at precisions 1, 5 and 60, sums by label, histogram_quantile against the
-quantile of the raw observations' buckets, vector matching, offset and comparison filters."""
+quantile of the raw observations' buckets, vector matching, offset and comparison filters; on
+one server, a Redis Cluster and behind Sentinel."""
 
 from __future__ import annotations
 
@@ -14,9 +15,9 @@ from starlette.testclient import TestClient
 
 from slicecount.config import Settings
 from slicecount.datasource.app import create_app
-from slicecount.embedded import EmbeddedRedis
 from slicecount.histogram import DEFAULT_DURATION_BUCKETS, format_bound
 from slicecount.store import Store
+from tests.conftest import TOPOLOGIES, flushed_url
 
 T0 = 1_700_006_400  # a multiple of 86400
 NOW = T0 + 3 * 3600 + 30  # 30 s into a minute
@@ -62,10 +63,12 @@ def known() -> tuple[Events, dict[str, dict[int, list[float]]]]:
     return _events(rng), _observations(rng)
 
 
-@pytest.fixture(scope="module")
-def prom(known: tuple[Events, dict[str, dict[int, list[float]]]]) -> Iterator[TestClient]:
-    """The known data written once, on a server of this module's own (the tests only read)."""
-    with EmbeddedRedis() as server, Store(Settings(redis_url=server.url)) as store:
+@pytest.fixture(scope="module", params=TOPOLOGIES)
+def prom(
+    known: tuple[Events, dict[str, dict[int, list[float]]]], request: pytest.FixtureRequest
+) -> Iterator[TestClient]:
+    """The known data written once per topology (the tests only read)."""
+    with Store(Settings(redis_url=flushed_url(request.param, request))) as store:
         yield from _serve(store, known)
 
 

@@ -25,6 +25,8 @@ from slicecount.recorder import Recorder
 from slicecount.store import Store
 from tests.middleware.helpers import by_label, total
 
+pytestmark = pytest.mark.topologies
+
 
 async def ok(request: Request) -> Response:
     return PlainTextResponse("ok")
@@ -92,6 +94,7 @@ def test_lifespan_shutdown_flushes_the_recorder(recorder: Recorder, store: Store
 
 
 @pytest.mark.slow
+@pytest.mark.topologies("standalone")  # the route namer's test: one is enough
 def test_ten_thousand_random_paths_add_only_a_few_series(recorder: Recorder, store: Store) -> None:
     rng = random.Random(2)
     app = make_app(recorder)

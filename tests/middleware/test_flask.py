@@ -19,6 +19,8 @@ from slicecount.recorder import Recorder
 from slicecount.store import Store
 from tests.middleware.helpers import by_label, total
 
+pytestmark = pytest.mark.topologies
+
 
 def make_app(recorder: Recorder, **options: object) -> Flask:
     app = Flask(__name__)
@@ -60,6 +62,7 @@ def test_routes_are_rule_templates_and_misses_are_unmatched(
 
 
 @pytest.mark.slow
+@pytest.mark.topologies("standalone")  # the route namer's test: one is enough
 def test_ten_thousand_random_paths_add_only_a_few_series(recorder: Recorder, store: Store) -> None:
     client = make_app(recorder).test_client()
     rng = random.Random(1)

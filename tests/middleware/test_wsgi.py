@@ -18,6 +18,8 @@ from slicecount.recorder import Recorder
 from slicecount.store import Store
 from tests.middleware.helpers import by_label, total
 
+pytestmark = pytest.mark.topologies
+
 
 def hello(environ: dict[str, Any], start_response: StartResponse) -> list[bytes]:
     status = "404 Not Found" if environ["PATH_INFO"] == "/missing" else "200 OK"
