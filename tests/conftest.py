@@ -8,6 +8,7 @@ carry a shard's hash tag)."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 
 import pytest
@@ -16,7 +17,9 @@ import redis
 from slicecount.config import Settings
 from slicecount.embedded import EmbeddedRedis
 from slicecount.store import Store
-from tests.topologies import ClusterGroup, SentinelGroup
+from tests.topologies import ClusterGroup, Existing, SentinelGroup
+
+Group = ClusterGroup | SentinelGroup | Existing
 
 TOPOLOGIES = [
     "standalone",
@@ -44,16 +47,30 @@ def redis_server() -> Iterator[EmbeddedRedis]:
 
 
 @pytest.fixture(scope="session")
-def cluster_group() -> Iterator[ClusterGroup]:
+def spawned_cluster() -> Iterator[ClusterGroup]:
     """Started by the first test that needs it, shared by the session's tests after it."""
     with ClusterGroup() as started:
         yield started
 
 
 @pytest.fixture(scope="session")
-def sentinel_group() -> Iterator[SentinelGroup]:
+def spawned_sentinels() -> Iterator[SentinelGroup]:
     with SentinelGroup() as started:
         yield started
+
+
+@pytest.fixture(scope="session")
+def cluster_group(request: pytest.FixtureRequest) -> Group:
+    """The cluster the ``topologies`` tests run on: SLICECOUNT_TEST_CLUSTER_URL's if set
+    (the tests flush it), else the spawned one."""
+    url = os.environ.get("SLICECOUNT_TEST_CLUSTER_URL")
+    return Existing(url) if url else request.getfixturevalue("spawned_cluster")
+
+
+@pytest.fixture(scope="session")
+def sentinel_group(request: pytest.FixtureRequest) -> Group:
+    url = os.environ.get("SLICECOUNT_TEST_SENTINEL_URL")
+    return Existing(url) if url else request.getfixturevalue("spawned_sentinels")
 
 
 @pytest.fixture
@@ -70,18 +87,14 @@ def redis_url(topology: str, request: pytest.FixtureRequest) -> str:
 
 def flushed_url(topology: str, request: pytest.FixtureRequest) -> str:
     """The URL of a topology's session servers, emptied (for fixtures of any scope)."""
-    if topology == "cluster":
-        group: ClusterGroup = request.getfixturevalue("cluster_group")
-        group.flush()
-        return group.url
-    if topology == "sentinel":
-        guarded: SentinelGroup = request.getfixturevalue("sentinel_group")
-        guarded.flush()
-        return guarded.url
-    server: EmbeddedRedis = request.getfixturevalue("redis_server")
-    with redis.Redis.from_url(server.url) as client:
-        client.flushall()
-    return server.url
+    if topology == "standalone":
+        server: EmbeddedRedis = request.getfixturevalue("redis_server")
+        with redis.Redis.from_url(server.url) as client:
+            client.flushall()
+        return server.url
+    group: Group = request.getfixturevalue(f"{topology}_group")
+    group.flush()
+    return group.url
 
 
 @pytest.fixture
@@ -90,14 +103,10 @@ def redis_client(
 ) -> Iterator[redis.Redis]:
     """A raw client for checks and set-up (on a cluster, one that follows the slots)."""
     client: redis.Redis
-    if topology == "cluster":
-        seed = request.getfixturevalue("cluster_group").seeds[0]
-        client = redis.RedisCluster(host="127.0.0.1", port=seed, decode_responses=True)  # type: ignore[assignment]
-    elif topology == "sentinel":
-        primary = request.getfixturevalue("sentinel_group").primary_port()
-        client = redis.Redis(port=primary, decode_responses=True)
-    else:
+    if topology == "standalone":
         client = redis.Redis.from_url(redis_url, decode_responses=True)
+    else:
+        client = request.getfixturevalue(f"{topology}_group").client()
     yield client
     client.close()
 

@@ -29,10 +29,10 @@ NOW = 1_700_006_400
 
 
 @pytest.fixture
-def cluster(cluster_group: ClusterGroup) -> ClusterGroup:
+def cluster(spawned_cluster: ClusterGroup) -> ClusterGroup:
     """The session's cluster, emptied."""
-    cluster_group.flush()
-    return cluster_group
+    spawned_cluster.flush()
+    return spawned_cluster
 
 
 @pytest.fixture

@@ -102,8 +102,7 @@ def test_every_dashboard_request_answers_the_same_on_the_cluster(
         copy_traffic(one, many, now)
         with redis.Redis.from_url(demo_data.redis_url) as raw:
             notes = raw.zrange(one.keys.annotations(), 0, -1, withscores=True)
-        seed = request.getfixturevalue("cluster_group").seeds[0]
-        with redis.RedisCluster(host="127.0.0.1", port=seed) as raw:
+        with request.getfixturevalue("cluster_group").client() as raw:
             raw.zadd(many.keys.annotations(), dict(notes))
         for p in one.settings.precisions:  # the same data at every precision
             ids = sorted(one.all_series(p))

@@ -18,10 +18,10 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture
-def group(sentinel_group: SentinelGroup) -> SentinelGroup:
+def group(spawned_sentinels: SentinelGroup) -> SentinelGroup:
     """The session's primary and Sentinels, emptied."""
-    sentinel_group.flush()
-    return sentinel_group
+    spawned_sentinels.flush()
+    return spawned_sentinels
 
 
 def test_the_store_finds_the_primary_through_the_sentinels(group: SentinelGroup) -> None:

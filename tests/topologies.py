@@ -70,6 +70,9 @@ class SentinelGroup:
                     return False
         return True
 
+    def client(self) -> redis.Redis:
+        return redis.Redis(port=self.primary_port(), decode_responses=True)
+
     def flush(self) -> None:
         """Empty the primary (the replica follows)."""
         with redis.Redis(port=self.primary_port()) as client:
@@ -87,6 +90,29 @@ class SentinelGroup:
         assert pid is not None
         os.kill(pid, signal.SIGKILL)
         wait_until(lambda: self.primary_port() == self.replica.port, "the failover")
+
+
+class Existing:
+    """A cluster or a Sentinel-guarded primary someone else runs, named by its URL
+    (``SLICECOUNT_TEST_CLUSTER_URL``, ``SLICECOUNT_TEST_SENTINEL_URL``). The tests FLUSH it."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+
+    def client(self) -> Any:
+        """A raw client of the topology (on a cluster, one that follows the slots)."""
+        from slicecount.config import Settings
+        from slicecount.store import CLIENTS
+        from slicecount.wire import connect
+
+        return connect(Settings(redis_url=self.url), CLIENTS)
+
+    def flush(self) -> None:
+        with self.client() as client:
+            if isinstance(client, redis.RedisCluster):
+                client.flushall(target_nodes=redis.RedisCluster.PRIMARIES)
+            else:
+                client.flushall()
 
 
 def wait_until(done: Callable[[], bool], what: str, timeout: float = 60.0) -> None:
@@ -238,6 +264,10 @@ class ClusterGroup:
         os.kill(pid, signal.SIGKILL)
         wait_until(lambda: self._promoted(slot, replica.port), f"the promotion of {replica.port}")
         return self._node(replica.port)
+
+    def client(self) -> redis.RedisCluster:
+        """A client that follows the slots."""
+        return redis.RedisCluster(host="127.0.0.1", port=self.seeds[0], decode_responses=True)
 
     def flush(self) -> None:
         """Empty every master (the replicas follow)."""
