@@ -115,6 +115,28 @@ def annotate(
 
 @main.command()
 @settings_options
+@click.option("--from", "shards_before", type=int, required=True, help="the shard count the "
+              "counters were written with (the configured --shards is the new one)")  # fmt: skip
+def reshard(settings: Settings, shards_before: int) -> None:
+    """Move the counters written with another shard count to the configured one, exactly
+    once (safe to rerun, and beside writers); run again if some were written meanwhile."""
+    from slicecount.resharding import reshard as move
+
+    with Store(settings) as store:
+        try:
+            report = move(store, shards_before)
+        except SlicecountError as exc:
+            click.echo(f"error: {exc}", err=True)
+            sys.exit(1)
+    click.echo(
+        f"moved {report.counters} counters ({report.slices} slices) and {report.annotations} "
+        f"annotations from {shards_before} shards to {settings.shards}"
+        + (f"; {report.left} slices were written meanwhile: run again" if report.left else "")
+    )
+
+
+@main.command()
+@settings_options
 @click.option("--interval", default=60.0, show_default=True, help="seconds between passes")
 @click.option("--once", is_flag=True, help="one pass with every precision due, then exit (cron)")
 @click.option("--now", "now", type=float, default=None, help="trim as if the clock read EPOCH")

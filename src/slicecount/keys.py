@@ -140,6 +140,19 @@ class KeySpace:
             return f"{self.prefix}annotations:"
         return f"{self.prefix}annotations:{{0}}"
 
+    def move_intent(self, shard: int, member: str) -> str:
+        """HASH beside a counter being moved to another shard layout (in its slot): the move's
+        token and the counts it takes (resharding.py)."""
+        if self.shards == 1:
+            return f"{self.prefix}moving:{member}"
+        return f"{self.prefix}moving:{{{shard}}}:{member}"
+
+    def move_landed(self, shard: int, token: str) -> str:
+        """STRING set, in the slot a move lands in, when the move of ``token`` landed there."""
+        if self.shards == 1:
+            return f"{self.prefix}moved:{token}"
+        return f"{self.prefix}moved:{{{shard}}}:{token}"
+
     @staticmethod
     def member(precision: int, series_id: str) -> str:
         """The registry member of one series at one precision (the book's ``prec:name``)."""

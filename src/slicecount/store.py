@@ -17,7 +17,7 @@ from redis.cluster import ClusterNode, RedisCluster
 from redis.crc import key_slot
 from redis.sentinel import Sentinel
 
-from slicecount import annotating, reading, trimming, writing
+from slicecount import annotating, reading, resharding, trimming, writing
 from slicecount.batches import Batch, Context, Operation, ping
 from slicecount.config import Settings
 from slicecount.errors import StoreError
@@ -190,3 +190,6 @@ class Store(StoreBase["redis.Redis | RedisCluster"]):
     save_cleaner_cutoff = _blocking(trimming.save_cleaner_cutoff)
     trim_annotations = _blocking(trimming.trim_annotations)
     forget_writers = _blocking(trimming.forget_writers)
+    old_members = _blocking(resharding.members)
+    move_counter = _blocking(resharding.move_counter)
+    move_annotations = _blocking(resharding.move_annotations)

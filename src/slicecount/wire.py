@@ -25,8 +25,9 @@ C = TypeVar("C")
 S = TypeVar("S", bound="StoreBase[Any]")
 
 SCRIPTS = {
-    name: (resources.files("slicecount") / "lua" / f"{name}.lua").read_text(encoding="utf-8")
-    for name in ("trim", "writers")
+    script.name.removesuffix(".lua"): script.read_text(encoding="utf-8")
+    for script in sorted((resources.files("slicecount") / "lua").iterdir(), key=lambda f: f.name)
+    if script.name.endswith(".lua")
 }
 """Lua scripts shipped as package data, sent by EVALSHA (loaded on NOSCRIPT)."""
 SCRIPT_SHAS = {name: hashlib.sha1(src.encode()).hexdigest() for name, src in SCRIPTS.items()}

@@ -1,0 +1,147 @@
+"""Changing the shard count: ``reshard`` moves every counter of the old layout to the new one,
+exactly once, on one server, a cluster and behind Sentinel, even when a run is cut short or a
+writer of the old layout adds counts during the move."""
+
+from __future__ import annotations
+
+from collections.abc import Generator, Iterator
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from slicecount.batches import Batch
+from slicecount.cli import main
+from slicecount.config import Settings
+from slicecount.resharding import move_counter, old_layout, reshard
+from slicecount.store import Store
+
+pytestmark = pytest.mark.topologies
+T0 = 1_700_006_400
+TRAFFIC = {
+    f'jobs{{kind="{k}",n="{n}"}}': {T0 - s: n + s % 3 for s in range(0, 400, 7)}
+    for k in ("a", "b")
+    for n in range(30)
+}
+
+
+@pytest.fixture(params=[1, 3], ids=["from-1", "from-3"])
+def stores(settings: Settings, topology: str, request: Any) -> Iterator[tuple[Store, Store]]:
+    """A store of the old layout, holding TRAFFIC and an annotation, and one of the new."""
+    if request.param == 1 and topology == "cluster":
+        pytest.skip("a cluster refuses one shard (all keys on one master)")
+    new = settings if settings.shards > 1 else settings.with_changes(shards=8)
+    with Store(settings.with_changes(shards=request.param)) as old, Store(new) as store:
+        assert old.apply(TRAFFIC) == 0
+        old.annotate("v2 deployed", ["deploy"], when=T0 - 60)
+        yield old, store
+
+
+def totals(store: Store, precision: int) -> dict[str, int]:
+    ids = store.series("jobs", precision)
+    since = T0 - store.settings.retention_for(precision) * precision
+    return {
+        sid: sum(v or 0 for v in values)
+        for sid, values in store.read(ids, precision, since, T0).items()
+    }
+
+
+def expected(precision: int, retention: int) -> dict[str, int]:
+    since = (T0 - retention * precision) // precision * precision
+    return {sid: sum(n for s, n in per.items() if s >= since) for sid, per in TRAFFIC.items()}
+
+
+def assert_moved(old: Store, store: Store, extra: int = 0) -> None:
+    for p in store.settings.precisions:
+        want = expected(p, store.settings.retention_for(p))
+        want['jobs{kind="a",n="0"}'] += extra
+        assert totals(store, p) == want, p
+        moved = [sid for sid in TRAFFIC if old.keys.counter(p, sid) != store.keys.counter(p, sid)]
+        left = old.read(moved, p, T0 - 500, T0)  # the old layout's counters of those
+        assert {n for values in left.values() for n in values} == {None}, p
+    assert [a["text"] for a in store.annotations(T0 - 120, T0)] == ["v2 deployed"]
+
+
+def test_every_counter_moves_once_and_a_rerun_moves_nothing(stores: tuple[Store, Store]) -> None:
+    old, store = stores
+    layout = old_layout(store.context, old.settings.shards)
+    moving = [
+        (p, sid)
+        for p in store.settings.precisions
+        for sid in TRAFFIC
+        if layout.counter(p, sid) != store.keys.counter(p, sid)  # else it stays in place
+    ]
+    assert len(moving) > 0.5 * 7 * len(TRAFFIC)
+    held = sum(
+        len([n for n in old.read([sid], p, T0 - 500, T0)[sid] if n is not None])
+        for p, sid in moving
+    )
+    report = reshard(store, old.settings.shards)
+    annotations = int(layout.annotations() != store.keys.annotations())  # one key past 1 shard
+    assert (report.counters, report.left, report.annotations) == (len(moving), 0, annotations)
+    assert report.slices == held
+    assert_moved(old, store)
+    again = reshard(store, old.settings.shards)
+    assert (again.counters, again.slices, again.annotations) == (0, 0, 0)
+    assert_moved(old, store)
+
+
+def cut_short(
+    op: Generator[Batch, list[Any], Any], steps: int
+) -> Generator[Batch, list[Any], None]:
+    """The first ``steps`` round trips of an operation, then a crash (nothing more is sent)."""
+    batch = next(op)
+    for _ in range(steps - 1):
+        batch = op.send((yield batch))
+    yield batch
+
+
+@pytest.mark.parametrize("steps", [1, 2])  # crashed after the claim; after the landing
+def test_a_move_cut_short_is_finished_by_the_next_run_without_doubling(
+    stores: tuple[Store, Store], steps: int
+) -> None:
+    old, store = stores
+    layout = old_layout(store.context, old.settings.shards)
+    member = store.keys.member(60, 'jobs{kind="a",n="0"}')
+    shard = layout.shard('jobs{kind="a",n="0"}')
+    store.run(cut_short(move_counter(store.context, layout, shard, member), steps))
+    reshard(store, old.settings.shards)
+    assert_moved(old, store)
+
+
+def test_counts_written_to_the_old_layout_during_a_move_stay_for_the_next_run(
+    stores: tuple[Store, Store],
+) -> None:
+    old, store = stores
+    layout = old_layout(store.context, old.settings.shards)
+    series = 'jobs{kind="a",n="0"}'
+    member = store.keys.member(60, series)
+    store.run(cut_short(move_counter(store.context, layout, layout.shard(series), member), 2))
+    old.apply({series: {T0 - 1: 5}})  # a writer still on the old layout
+    # the run finishing the cut-short move takes out only what it landed: the 5 stay behind
+    assert reshard(store, old.settings.shards).left == 1
+    again = reshard(store, old.settings.shards)
+    assert (again.counters, again.slices, again.left) == (1, 1, 0)
+    assert_moved(old, store, extra=5)
+
+
+def test_the_command_line(stores: tuple[Store, Store]) -> None:
+    old, store = stores
+    settings = store.settings
+    arguments = ["reshard", "--redis-url", settings.redis_url, "--shards", str(settings.shards)]
+    done = CliRunner().invoke(main, [*arguments, "--from", str(old.settings.shards)])
+    assert done.exit_code == 0, done.output
+    assert f"annotations from {old.settings.shards} shards to {settings.shards}" in done.output
+    assert_moved(*stores)
+    refused = CliRunner().invoke(main, [*arguments, "--from", str(settings.shards)])
+    assert refused.exit_code == 1 and "--from must be a shard count" in refused.output
+
+
+@pytest.mark.topologies("standalone")
+def test_a_counter_of_many_slices_moves_whole(settings: Settings) -> None:
+    wide = settings.with_changes(retention=20_000)  # 20 000 one-second slices in one hash
+    with Store(wide.with_changes(shards=1)) as old, Store(wide.with_changes(shards=8)) as store:
+        old.apply({"wide": {T0 - s: 1 for s in range(20_000)}})
+        report = reshard(store, 1)
+        assert report.left == 0
+        assert sum(n or 0 for n in store.read(["wide"], 1, T0 - 20_000, T0)["wide"]) == 20_000
