@@ -36,6 +36,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_datasource_load.py
 	$(BIN)/python benchmarks/bench_prometheus.py
 	$(BIN)/python benchmarks/bench_cleaner.py
+	$(BIN)/python benchmarks/bench_cluster.py
 
 # slicecount and a real Prometheus (Debian's) count the same known traffic (a few minutes)
 bench-exactness: $(STAMP)
