@@ -276,47 +276,105 @@ class ClusterGroup:
         return True
 
 
+@dataclass(frozen=True)
+class Load:
+    """How hard ``write_through``'s writers write: each of ``writers`` threads adds ``adds``
+    counts a tick over its ``series`` series (labels w, i), then pauses ``pause`` s; its
+    Recorder flushes every ``flush_interval`` s. Writing runs ``before`` s, the failover
+    strikes, and writing goes on ``after`` s against the promoted replica."""
+
+    writers: int = 4
+    series: int = 10
+    adds: int = 50
+    pause: float = 0.02
+    flush_interval: float = 0.1
+    before: float = 1.5
+    after: float = 1.5
+
+
+@dataclass(frozen=True)
+class Written:
+    """What ``write_through`` sent and what Redis holds afterwards, per series ``"w:i"``."""
+
+    ids: dict[str, str]  # "w:i" -> the series id
+    sent: dict[str, int]
+    stored: dict[str, int]
+    duplicates: int  # chunks sent again whose first copy Redis had applied (not applied twice)
+    dropped: int  # counts dropped by full buffers (written as slicecount.dropped, not lost)
+    seconds: float  # how long writing went on
+
+    def lost(self) -> dict[str, int]:
+        """Sent minus stored per series (negative: a count applied twice)."""
+        return {key: n - self.stored[key] for key, n in self.sent.items()}
+
+
 def write_through(url: str, failover: Callable[[], object], writers: int = 4) -> dict[str, int]:
     """Four Recorders (threads) flush every 100 ms while ``failover()`` strikes; returns, per
     series, what was sent minus what is stored (negative: a count applied twice)."""
-    from collections import Counter
+    return write_through_load(url, failover, Load(writers=writers)).lost()
 
+
+def write_through_load(url: str, failover: Callable[[], object], load: Load) -> Written:
+    """Recorders (one thread each) write as ``load`` says while ``failover()`` strikes."""
     from slicecount.config import Settings
     from slicecount.recorder import Recorder
+    from slicecount.series import encode
     from slicecount.store import Store
 
     settings = Settings(redis_url=url, socket_timeout=1.0)
-    sent = [Counter[str]() for _ in range(writers)]
+    keys = [[f"{w}:{i}" for i in range(load.series)] for w in range(load.writers)]
+    labels = [[{"w": w, "i": i} for i in range(load.series)] for w in range(load.writers)]
+    sent = [dict.fromkeys(mine, 0) for mine in keys]
+    outcomes = [(0, 0)] * load.writers  # (duplicates, dropped) per writer
     stop = threading.Event()
 
     def write(index: int) -> None:
         store = Store(settings)
-        recorder = Recorder(store, flush_interval=0.1, max_backoff=0.5)
+        recorder = Recorder(
+            store,
+            flush_interval=load.flush_interval,
+            max_backoff=0.5,
+            max_series_per_metric=max(1000, load.series),
+        )
+        mine, counted, at = labels[index], sent[index], 0
         while not stop.is_set():
-            for i in range(50):
-                recorder.add("failover", 1, {"w": index, "i": i % 10})
-                sent[index][f"{index}:{i % 10}"] += 1
-            time.sleep(0.02)
+            for _ in range(load.adds):
+                recorder.add("failover", 1, mine[at])
+                counted[keys[index][at]] += 1
+                at = (at + 1) % load.series
+            time.sleep(load.pause)
         deadline = time.monotonic() + 60
         while not recorder.flush():
             assert time.monotonic() < deadline, "never got through after the failover"
             time.sleep(0.2)
+        outcomes[index] = (recorder.duplicates, recorder.dropped)
         recorder.close()
         store.close()  # the Recorder leaves the store it was given to its owner
 
-    threads = [threading.Thread(target=write, args=(w,)) for w in range(writers)]
+    started = time.time()
+    threads = [threading.Thread(target=write, args=(w,)) for w in range(load.writers)]
     for thread in threads:
         thread.start()
-    time.sleep(1.5)
+    time.sleep(load.before)
     failover()
-    time.sleep(1.5)  # writing goes on against the promoted replica
+    time.sleep(load.after)  # writing goes on against the promoted replica
     stop.set()
     for thread in threads:
         thread.join(90)
-    with Store(Settings(redis_url=url)) as check:
-        return {
-            key: sent[w][key] - sum(n for _, n in check.get("failover", 86400, {"w": w, "i": i}))
-            for w in range(writers)
-            for i in range(10)
-            for key in [f"{w}:{i}"]
-        }
+    seconds = time.time() - started
+    ids = {
+        key: encode("failover", one)
+        for mine, named in zip(keys, labels, strict=True)
+        for key, one in zip(mine, named, strict=True)
+    }
+    with Store(Settings(redis_url=url, socket_timeout=30)) as check:
+        # the daily slices of the run (two if it crossed midnight), one pipelined read
+        found = check.read(list(ids.values()), 86400, started - 1, time.time())
+    return Written(
+        ids=ids,
+        sent={key: n for counted in sent for key, n in counted.items()},
+        stored={key: sum(n or 0 for n in found[ids[key]]) for key in ids},
+        duplicates=sum(d for d, _ in outcomes),
+        dropped=sum(d for _, d in outcomes),
+        seconds=seconds,
+    )
