@@ -76,11 +76,13 @@ class SentinelGroup:
             _, port = client.execute_command("SENTINEL", "GET-MASTER-ADDR-BY-NAME", SERVICE)
             return int(port)
 
-    def kill_primary(self) -> None:
-        """SIGKILL the primary (no goodbye to anyone) and wait for the replica's promotion."""
+    def kill_primary(self, after_kill: Callable[[], object] = lambda: None) -> None:
+        """SIGKILL the primary (no goodbye to anyone), call ``after_kill``, and wait for the
+        replica's promotion."""
         pid = self.primary.pid
         assert pid is not None
         os.kill(pid, signal.SIGKILL)
+        after_kill()
         wait_until(lambda: self.primary_port() == self.replica.port, "the failover")
 
 
@@ -221,18 +223,26 @@ class ClusterGroup:
         view = self.view(self._live()[0].port)
         return self._node(next(n.port for n in view if n.up and n.owns(slot)))
 
-    def kill_master_of(self, key: str) -> EmbeddedRedis:
-        """SIGKILL the master of ``key``'s slot and wait until every running node says
-        ``cluster_state:ok`` with its replica, returned, serving the slot."""
+    def replica_of_master_of(self, key: str) -> EmbeddedRedis:
+        """The replica of the master serving ``key``'s slot now."""
         slot = key_slot(key.encode())
         view = self.view(self._live()[0].port)
         master = next(n for n in view if n.up and n.owns(slot))
-        replica = next(n for n in view if n.master_id == master.id)
-        pid = self._node(master.port).pid
+        return self._node(next(n.port for n in view if n.master_id == master.id))
+
+    def kill_master_of(
+        self, key: str, after_kill: Callable[[], object] = lambda: None
+    ) -> EmbeddedRedis:
+        """SIGKILL the master of ``key``'s slot, call ``after_kill``, and wait until every
+        running node says ``cluster_state:ok`` with its replica, returned, serving the slot."""
+        slot = key_slot(key.encode())
+        master, replica = self.master_of(key), self.replica_of_master_of(key)
+        pid = master.pid
         assert pid is not None
         os.kill(pid, signal.SIGKILL)
+        after_kill()
         wait_until(lambda: self._promoted(slot, replica.port), f"the promotion of {replica.port}")
-        return self._node(replica.port)
+        return replica
 
     def commandstats(self, port: int) -> dict[str, int]:
         """Calls per command (``set``, ``get``, ``cluster`` ...) since the node started."""
@@ -301,7 +311,8 @@ class Written:
     stored: dict[str, int]
     duplicates: int  # chunks sent again whose first copy Redis had applied (not applied twice)
     dropped: int  # counts dropped by full buffers (written as slicecount.dropped, not lost)
-    seconds: float  # how long writing went on
+    flushes: int  # flushes the writers' flusher threads made, all writers together
+    seconds: float  # how long the writers counted (their last flushes come after)
 
     def lost(self) -> dict[str, int]:
         """Sent minus stored per series (negative: a count applied twice)."""
@@ -321,16 +332,25 @@ def write_through_load(url: str, failover: Callable[[], object], load: Load) -> 
     from slicecount.series import encode
     from slicecount.store import Store
 
+    class Counting(Recorder):
+        """Counts its flushes: how big a flush was under the load (the loss is set against it)."""
+
+        flushes = 0
+
+        def flush(self) -> bool:
+            self.flushes += 1
+            return super().flush()
+
     settings = Settings(redis_url=url, socket_timeout=1.0)
     keys = [[f"{w}:{i}" for i in range(load.series)] for w in range(load.writers)]
     labels = [[{"w": w, "i": i} for i in range(load.series)] for w in range(load.writers)]
     sent = [dict.fromkeys(mine, 0) for mine in keys]
-    outcomes = [(0, 0)] * load.writers  # (duplicates, dropped) per writer
+    outcomes = [(0, 0, 0)] * load.writers  # (duplicates, dropped, flushes) per writer
     stop = threading.Event()
 
     def write(index: int) -> None:
         store = Store(settings)
-        recorder = Recorder(
+        recorder = Counting(
             store,
             flush_interval=load.flush_interval,
             max_backoff=0.5,
@@ -347,7 +367,7 @@ def write_through_load(url: str, failover: Callable[[], object], load: Load) -> 
         while not recorder.flush():
             assert time.monotonic() < deadline, "never got through after the failover"
             time.sleep(0.2)
-        outcomes[index] = (recorder.duplicates, recorder.dropped)
+        outcomes[index] = (recorder.duplicates, recorder.dropped, recorder.flushes)
         recorder.close()
         store.close()  # the Recorder leaves the store it was given to its owner
 
@@ -359,9 +379,9 @@ def write_through_load(url: str, failover: Callable[[], object], load: Load) -> 
     failover()
     time.sleep(load.after)  # writing goes on against the promoted replica
     stop.set()
+    seconds = time.time() - started
     for thread in threads:
         thread.join(90)
-    seconds = time.time() - started
     ids = {
         key: encode("failover", one)
         for mine, named in zip(keys, labels, strict=True)
@@ -374,7 +394,8 @@ def write_through_load(url: str, failover: Callable[[], object], load: Load) -> 
         ids=ids,
         sent={key: n for counted in sent for key, n in counted.items()},
         stored={key: sum(n or 0 for n in found[ids[key]]) for key in ids},
-        duplicates=sum(d for d, _ in outcomes),
-        dropped=sum(d for _, d in outcomes),
+        duplicates=sum(d for d, _, _ in outcomes),
+        dropped=sum(d for _, d, _ in outcomes),
+        flushes=sum(f for _, _, f in outcomes),
         seconds=seconds,
     )
