@@ -107,25 +107,19 @@ class Strike:
     failover_seconds: float = 0.0
 
     def __call__(self) -> None:
-        switch = sys.getswitchinterval()
-        # the writer threads hold the GIL: look and kill without waiting 5 ms turns for it
-        sys.setswitchinterval(0.0001)
-        try:
-            self._strike()
-        finally:
-            sys.setswitchinterval(switch)
-
-    def _strike(self) -> None:
         watch, pid = self.watch, self.watch.replica_pid
         assert pid is not None
-        stopped = False
+        switch, stopped = sys.getswitchinterval(), False
         try:
             if self.stall:
                 done = watch.replica_offset()  # a stopped replica answers nothing
                 os.kill(pid, signal.SIGSTOP)
                 stopped = True
                 time.sleep(self.stall)
-            else:
+            # the writer threads hold the GIL: look and kill without waiting 5 ms turns for it
+            # (only now: short turns slow the writers down)
+            sys.setswitchinterval(0.0001)
+            if not stopped:
                 done = watch.replica_offset()
             self.omem, written = watch.omem(), watch.master_offset()
             self.lag = written - done
@@ -133,6 +127,7 @@ class Strike:
 
             def then() -> None:
                 nonlocal stopped
+                sys.setswitchinterval(switch)
                 if stopped:
                     os.kill(pid, signal.SIGCONT)
                     stopped = False
@@ -142,6 +137,7 @@ class Strike:
             self.kill(then)
             self.failover_seconds = time.monotonic() - started
         finally:
+            sys.setswitchinterval(switch)
             if stopped:  # the kill failed: never leave the replica stopped
                 os.kill(pid, signal.SIGCONT)
             watch.replica.close()
