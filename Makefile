@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test quick bench bench-compare bench-exactness clean
+.PHONY: demo test quick bench bench-compare bench-exactness bench-failover clean
 CODE := src tests benchmarks examples
 
 demo: $(STAMP)
@@ -36,10 +36,15 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_datasource_load.py
 	$(BIN)/python benchmarks/bench_prometheus.py
 	$(BIN)/python benchmarks/bench_cleaner.py
+	$(BIN)/python benchmarks/bench_cluster.py
 
 # slicecount and a real Prometheus (Debian's) count the same known traffic (a few minutes)
 bench-exactness: $(STAMP)
 	$(BIN)/python benchmarks/bench_prometheus_exactness.py $(ARGS)
+
+# What a failover loses: writers through a master's SIGKILL, cluster and Sentinel (minutes)
+bench-failover: $(STAMP)
+	$(BIN)/python benchmarks/bench_failover.py $(ARGS)
 
 # Before/after: make bench-compare BEFORE=main (any git revision; ARGS=--quick for small sizes)
 BEFORE ?= HEAD

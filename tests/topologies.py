@@ -84,11 +84,13 @@ class SentinelGroup:
             _, port = client.execute_command("SENTINEL", "GET-MASTER-ADDR-BY-NAME", SERVICE)
             return int(port)
 
-    def kill_primary(self) -> None:
-        """SIGKILL the primary (no goodbye to anyone) and wait for the replica's promotion."""
+    def kill_primary(self, after_kill: Callable[[], object] = lambda: None) -> None:
+        """SIGKILL the primary (no goodbye to anyone), call ``after_kill``, and wait for the
+        replica's promotion."""
         pid = self.primary.pid
         assert pid is not None
         os.kill(pid, signal.SIGKILL)
+        after_kill()
         wait_until(lambda: self.primary_port() == self.replica.port, "the failover")
 
 
@@ -252,18 +254,26 @@ class ClusterGroup:
         view = self.view(self._live()[0].port)
         return self._node(next(n.port for n in view if n.up and n.owns(slot)))
 
-    def kill_master_of(self, key: str) -> EmbeddedRedis:
-        """SIGKILL the master of ``key``'s slot and wait until every running node says
-        ``cluster_state:ok`` with its replica, returned, serving the slot."""
+    def replica_of_master_of(self, key: str) -> EmbeddedRedis:
+        """The replica of the master serving ``key``'s slot now."""
         slot = key_slot(key.encode())
         view = self.view(self._live()[0].port)
         master = next(n for n in view if n.up and n.owns(slot))
-        replica = next(n for n in view if n.master_id == master.id)
-        pid = self._node(master.port).pid
+        return self._node(next(n.port for n in view if n.master_id == master.id))
+
+    def kill_master_of(
+        self, key: str, after_kill: Callable[[], object] = lambda: None
+    ) -> EmbeddedRedis:
+        """SIGKILL the master of ``key``'s slot, call ``after_kill``, and wait until every
+        running node says ``cluster_state:ok`` with its replica, returned, serving the slot."""
+        slot = key_slot(key.encode())
+        master, replica = self.master_of(key), self.replica_of_master_of(key)
+        pid = master.pid
         assert pid is not None
         os.kill(pid, signal.SIGKILL)
+        after_kill()
         wait_until(lambda: self._promoted(slot, replica.port), f"the promotion of {replica.port}")
-        return self._node(replica.port)
+        return replica
 
     def client(self) -> redis.RedisCluster:
         """A client that follows the slots."""
@@ -317,47 +327,116 @@ class ClusterGroup:
         return True
 
 
+@dataclass(frozen=True)
+class Load:
+    """How hard ``write_through``'s writers write: each of ``writers`` threads adds ``adds``
+    counts a tick over its ``series`` series (labels w, i), then pauses ``pause`` s; its
+    Recorder flushes every ``flush_interval`` s. Writing runs ``before`` s, the failover
+    strikes, and writing goes on ``after`` s against the promoted replica."""
+
+    writers: int = 4
+    series: int = 10
+    adds: int = 50
+    pause: float = 0.02
+    flush_interval: float = 0.1
+    before: float = 1.5
+    after: float = 1.5
+
+
+@dataclass(frozen=True)
+class Written:
+    """What ``write_through`` sent and what Redis holds afterwards, per series ``"w:i"``."""
+
+    ids: dict[str, str]  # "w:i" -> the series id
+    sent: dict[str, int]
+    stored: dict[str, int]
+    duplicates: int  # chunks sent again whose first copy Redis had applied (not applied twice)
+    dropped: int  # counts dropped by full buffers (written as slicecount.dropped, not lost)
+    flushes: int  # flushes the writers' flusher threads made, all writers together
+    seconds: float  # how long the writers counted (their last flushes come after)
+
+    def lost(self) -> dict[str, int]:
+        """Sent minus stored per series (negative: a count applied twice)."""
+        return {key: n - self.stored[key] for key, n in self.sent.items()}
+
+
 def write_through(url: str, failover: Callable[[], object], writers: int = 4) -> dict[str, int]:
     """Four Recorders (threads) flush every 100 ms while ``failover()`` strikes; returns, per
     series, what was sent minus what is stored (negative: a count applied twice)."""
-    from collections import Counter
+    return write_through_load(url, failover, Load(writers=writers)).lost()
 
+
+def write_through_load(url: str, failover: Callable[[], object], load: Load) -> Written:
+    """Recorders (one thread each) write as ``load`` says while ``failover()`` strikes."""
     from slicecount.config import Settings
     from slicecount.recorder import Recorder
+    from slicecount.series import encode
     from slicecount.store import Store
 
+    class Counting(Recorder):
+        """Counts its flushes: how big a flush was under the load (the loss is set against it)."""
+
+        flushes = 0
+
+        def flush(self) -> bool:
+            self.flushes += 1
+            return super().flush()
+
     settings = Settings(redis_url=url, socket_timeout=1.0)
-    sent = [Counter[str]() for _ in range(writers)]
+    keys = [[f"{w}:{i}" for i in range(load.series)] for w in range(load.writers)]
+    labels = [[{"w": w, "i": i} for i in range(load.series)] for w in range(load.writers)]
+    sent = [dict.fromkeys(mine, 0) for mine in keys]
+    outcomes = [(0, 0, 0)] * load.writers  # (duplicates, dropped, flushes) per writer
     stop = threading.Event()
 
     def write(index: int) -> None:
         store = Store(settings)
-        recorder = Recorder(store, flush_interval=0.1, max_backoff=0.5)
+        recorder = Counting(
+            store,
+            flush_interval=load.flush_interval,
+            max_backoff=0.5,
+            max_series_per_metric=max(1000, load.series),
+        )
+        mine, counted, at = labels[index], sent[index], 0
         while not stop.is_set():
-            for i in range(50):
-                recorder.add("failover", 1, {"w": index, "i": i % 10})
-                sent[index][f"{index}:{i % 10}"] += 1
-            time.sleep(0.02)
+            for _ in range(load.adds):
+                recorder.add("failover", 1, mine[at])
+                counted[keys[index][at]] += 1
+                at = (at + 1) % load.series
+            time.sleep(load.pause)
         deadline = time.monotonic() + 60
         while not recorder.flush():
             assert time.monotonic() < deadline, "never got through after the failover"
             time.sleep(0.2)
+        outcomes[index] = (recorder.duplicates, recorder.dropped, recorder.flushes)
         recorder.close()
         store.close()  # the Recorder leaves the store it was given to its owner
 
-    threads = [threading.Thread(target=write, args=(w,)) for w in range(writers)]
+    started = time.time()
+    threads = [threading.Thread(target=write, args=(w,)) for w in range(load.writers)]
     for thread in threads:
         thread.start()
-    time.sleep(1.5)
+    time.sleep(load.before)
     failover()
-    time.sleep(1.5)  # writing goes on against the promoted replica
+    time.sleep(load.after)  # writing goes on against the promoted replica
     stop.set()
+    seconds = time.time() - started
     for thread in threads:
         thread.join(90)
-    with Store(Settings(redis_url=url)) as check:
-        return {
-            key: sent[w][key] - sum(n for _, n in check.get("failover", 86400, {"w": w, "i": i}))
-            for w in range(writers)
-            for i in range(10)
-            for key in [f"{w}:{i}"]
-        }
+    ids = {
+        key: encode("failover", one)
+        for mine, named in zip(keys, labels, strict=True)
+        for key, one in zip(mine, named, strict=True)
+    }
+    with Store(Settings(redis_url=url, socket_timeout=30)) as check:
+        # the daily slices of the run (two if it crossed midnight), one pipelined read
+        found = check.read(list(ids.values()), 86400, started - 1, time.time())
+    return Written(
+        ids=ids,
+        sent={key: n for counted in sent for key, n in counted.items()},
+        stored={key: sum(n or 0 for n in found[ids[key]]) for key in ids},
+        duplicates=sum(d for d, _, _ in outcomes),
+        dropped=sum(d for _, d, _ in outcomes),
+        flushes=sum(f for _, _, f in outcomes),
+        seconds=seconds,
+    )
