@@ -32,13 +32,19 @@ def split(
     """``(node, sub-batch, positions in the batch)`` for each node the batch reaches. A
     transaction, a script call or a batch on one node stays whole; commands without keys go
     with the first node (or ``default``)."""
+    whole = list(range(len(batch.commands)))
+    if batch.transaction or len(batch.commands) == 1:
+        # one slot by construction: its first key decides (a 50 000-command flush chunk
+        # would otherwise hash every key; Redis refuses a cross-slot one with CROSSSLOT)
+        key = next((k for k in map(first_key, batch.commands) if k is not None), None)
+        return [(default if key is None else node_of(key), batch, whole)]
     nodes: list[N | None] = []
     for command in batch.commands:
         key = first_key(command)
         nodes.append(None if key is None else node_of(key))
     first = next((n for n in nodes if n is not None), default)
-    if batch.transaction or len({n for n in nodes if n is not None}) <= 1:
-        return [(first, batch, list(range(len(batch.commands))))]
+    if len({n for n in nodes if n is not None}) <= 1:
+        return [(first, batch, whole)]
     parts: dict[N, tuple[Batch, list[int]]] = {}
     for index, (command, node) in enumerate(zip(batch.commands, nodes, strict=True)):
         sub, positions = parts.setdefault(first if node is None else node, (Batch(), []))
