@@ -8,14 +8,18 @@ identity's hash slot; each expires by itself at its window's end (the next windo
 sliding strategy, which reads it as "previous" then) plus ``GRACE`` seconds, so no cleaner
 visits them.
 
-**Local quota** (``claim`` / ``give_back``, fixed windows only): a process takes up to ``want``
-tokens of the current window at once and spends them without asking Redis again. A claim never
-takes past the limit, so a window still admits at most ``amount`` in all: no overshoot (with
-the hosts' clocks agreeing; a process whose clock lags spends its tokens of window ``w`` a
-little into ``w + 1``). The price is undershoot: tokens one process holds are refused to the
-others, so with ``P`` processes claiming ``N`` at a time up to ``P * (N - 1)`` hits of a window
-may be refused while the window still has tokens (held unspent elsewhere). One process alone
-admits exactly ``amount``.
+**Local quota** (``claim`` / ``give_back``, fixed windows only): a process takes up to ``N``
+tokens of the current window at once and spends them without asking Redis again: one round
+trip per ``N`` requests (and per limit). A claim never takes past the limit, so a window still
+admits at most ``amount`` in all: no overshoot (given hosts whose clocks agree: a process whose
+clock lags spends its tokens of window ``w`` a little into ``w + 1``). The price is undershoot:
+tokens a process holds are refused to the others until it spends them, so with ``P``
+processes up to ``P * (N - 1)`` hits of a window may be refused while tokens lie unspent
+elsewhere. A process gives back what it holds when it sees the next window (too late for the
+old one: that only keeps the counter true) and when it closes (then others may use them);
+one that found a window spent asks no more until the window ends; a claim whose reply came
+too late may have been applied, its tokens lost to everyone. With demand enough, one process
+alone admits exactly ``amount``.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from slicecount.batches import Batch, Context, Operation, ScriptCall, pairs
 from slicecount.errors import ConfigurationError
 from slicecount.series import shown
 from slicecount.throttle.limits import Limit, same_window
+from slicecount.throttle.quota import Quotas
 from slicecount.throttle.windows import Counts, Decision, check_strategy, decide, weight, window_of
 from slicecount.writing import check_epoch
 
@@ -140,3 +145,22 @@ def give_back(ctx: Context, limit: Limit, identity: str, window: int, n: int) ->
     key = ctx.keys.throttle(identity, limit.amount, limit.seconds, window)
     (back,) = yield Batch([ScriptCall("throttle_give_back", (key,), (n,))])
     return int(back)
+
+
+def spend(
+    ctx: Context, quotas: Quotas, limits: Sequence[Limit], identity: str
+) -> Operation[Decision]:
+    """One request against the local quota: spent from the tokens this process holds, or
+    after the claims (and the give-backs of past windows) ``quotas`` asks for. No round trip
+    while tokens last."""
+    limits, identity = check_limits(limits), check_identity(identity)
+    now = ctx.clock()
+    while True:
+        step = quotas.take(limits, identity, now)
+        for back in step.give_backs:
+            yield from give_back(ctx, back.limit, identity, back.window, back.tokens)
+        if step.decision is not None:
+            return step.decision
+        for wanted in step.claims:
+            granted = yield from claim(ctx, wanted.limit, identity, wanted.want, now)
+            quotas.grant(identity, wanted, granted, now)
