@@ -89,23 +89,32 @@ def test_sliding_windows_never_admit_past_the_limit(redis_url: str) -> None:
 
 
 @pytest.mark.topologies
-def test_redis_decides_as_the_pure_math_does(settings: Settings) -> None:
+@pytest.mark.parametrize("strategy", ["sliding", "fixed"])
+def test_redis_decides_as_the_pure_math_does(settings: Settings, strategy: Strategy) -> None:
     # a steady flood, then a burst late in a window, then a flood again: hit by hit, the
     # script's test and windows.decide agree (the same doubles, in the same order)
-    limit = Limit(7, 2, "7/2 seconds")
+    limits = parse_limits("7/2 seconds; 20/10 seconds; 1000/hour")
     times = [T0 + i / 50 for i in range(300)] + [T0 + 7.999] * 5
     times += [T0 + 8 + i / 100 for i in range(300)]
     now = [0.0]
-    counts: dict[int, int] = {}
+    counts: dict[tuple[int, int], int] = {}  # (limit, window) -> admitted
+    refusers = set()
     with Store(settings, clock=lambda: now[0]) as store:
         for t in times:
             now[0] = t
-            w = window_of(limit, t)
-            expected = decide(
-                [limit], "sliding", t, [Counts(counts.get(w - 1, 0), counts.get(w, 0))]
-            )
-            assert store.hit([limit], "steady", "sliding") == expected, t
-            counts[w] = counts.get(w, 0) + expected.allowed
+            windows = [window_of(limit, t) for limit in limits]
+            seen = [
+                Counts(counts.get((i, w - 1), 0) if strategy == "sliding" else 0,
+                       counts.get((i, w), 0))
+                for i, w in enumerate(windows)
+            ]  # fmt: skip
+            expected = decide(limits, strategy, t, seen)
+            assert store.hit(limits, "steady", strategy) == expected, t
+            for i, w in enumerate(windows):
+                counts[i, w] = counts.get((i, w), 0) + expected.allowed
+            if not expected.allowed:
+                refusers.add(expected.limit)
+    assert refusers == set(limits[:2])  # each of the two short limits refused some
 
 
 @pytest.mark.topologies

@@ -147,6 +147,15 @@ def test_redis_stopped_fails_closed_with_503(
     assert errors_counted(recorder) == 2
 
 
+def test_errors_go_to_the_process_wide_recorder_by_default(
+    recorder: Recorder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("slicecount.default._recorder", recorder)
+    with Limiter(Settings(redis_url="redis://127.0.0.1:1/0"), deadline=DEADLINE) as limiter:
+        assert limiter.check(TEN, "c") == Verdict(None, None)
+    assert errors_counted(recorder) == 1
+
+
 def test_redis_paused_costs_about_the_deadline(
     private_redis: EmbeddedRedis, recorder: Recorder
 ) -> None:

@@ -185,17 +185,17 @@ class Limiter:
                 "closed (503)" if self.fail_closed else "open",
                 exc_info=not isinstance(error, StoreError),
             )
+        verdict = Verdict(None, 503 if self.fail_closed else None)
         recorder = self.recorder
         if recorder is None:
-            try:
-                from slicecount.default import get_recorder
+            from slicecount.default import get_recorder
 
+            try:
                 recorder = get_recorder()
             except Exception:  # bad SLICECOUNT_* settings: the throttle still answers
-                recorder = None
-        if recorder is not None:
-            recorder.add(ERRORS)
-        return Verdict(None, 503 if self.fail_closed else None)
+                return verdict
+        recorder.add(ERRORS)
+        return verdict
 
     # -- closing -------------------------------------------------------------------------------
 
@@ -233,6 +233,9 @@ class Limiter:
 
 async def _acquire(lock: asyncio.Lock, timeout: float) -> bool:
     """Take ``lock`` unless that takes longer than ``timeout``."""
+    if not lock.locked():  # the usual case, taken at once (wait_for would start a task)
+        await lock.acquire()
+        return True
     try:
         return await asyncio.wait_for(lock.acquire(), timeout)
     except asyncio.TimeoutError:
