@@ -210,6 +210,14 @@ def test_bad_arguments_raise_before_any_round_trip() -> None:
                 call()
 
 
+def test_a_cost_counts_as_that_many_hits(store: Store, redis_client: redis.Redis) -> None:
+    decisions = [store.hit(TEN, "c", cost=cost, now=T0 + 0.5) for cost in (4, 4, 4, 2, 1)]
+    assert [(d.allowed, d.remaining) for d in decisions] == [
+        (True, 6), (True, 2), (False, 2), (True, 0), (False, 0)
+    ]  # fmt: skip
+    assert redis_client.get(store.keys.throttle("c", 10, 1, T0)) == "10"
+
+
 def test_a_lost_script_is_loaded_again(store: Store, redis_client: redis.Redis) -> None:
     assert store.hit(TEN, "u", now=T0).allowed
     redis_client.script_flush()

@@ -5,8 +5,9 @@ Windows are aligned to the epoch: window ``w`` of a limit of ``L`` seconds cover
 process agrees on them without talking.
 
 **fixed**: a hit passes while the current window's count plus its cost stays within the amount.
-Each window admits exactly ``amount`` however many processes ask; a burst at the end of one
-window and another at the start of the next admit up to ``2 * amount`` within ``L`` seconds.
+Each window admits at most ``amount`` (exactly that when asked more) however many processes
+ask; a burst at the end of one window and another at the start of the next admit up to
+``2 * amount`` within ``L`` seconds.
 
 **sliding** (the sliding-window counter): the previous window's count weighted by the part of
 it the last ``L`` seconds still cover, ``1 - elapsed / L``, plus the current window's count::
@@ -22,7 +23,7 @@ previous window still covered holds between 0 and ``previous`` hits where the es
 the estimate includes the whole current count, a window never admits more than ``amount`` and
 any ``L`` seconds admit fewer than ``2 * amount``; reaching that takes all of one window's hits
 in its last instants and a flood through the next, while traffic spread evenly is counted
-exactly (a steady flood is held to ``amount`` per ``L`` seconds, give or take one hit).
+closely (a steady flood is held to ``amount`` per ``L`` seconds, give or take one hit).
 """
 
 from __future__ import annotations
