@@ -37,8 +37,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("slicecount")
 
-DEFAULT_DEADLINE = 0.005
-"""Seconds a check waits on Redis (to connect, for a reply) before it gives up."""
 ERRORS = "slicecount.throttle.errors"
 """The series counting the checks Redis did not answer in time (one per check)."""
 STRIPES = 64
@@ -66,18 +64,22 @@ class Limiter:
         self,
         settings: Settings | None = None,
         *,
-        strategy: str = "fixed",
-        deadline: float = DEFAULT_DEADLINE,
+        strategy: str | None = None,
+        deadline: float | None = None,
         fail_closed: bool = False,
         local_quota: int | None = None,
         recorder: Recorder | None = None,
         clock: Clock = time.time,
     ) -> None:
         """``settings``: where Redis is (default: the ``SLICECOUNT_*`` environment);
-        ``strategy``: "fixed" or "sliding" (windows.py); ``local_quota``: claim this many
-        tokens at a time per (limit, identity) and spend them in-process (fixed windows only;
-        throttling.py documents the bound); ``recorder``: where throttle errors are counted
-        (default: the process-wide Recorder)."""
+        ``strategy``: "fixed" or "sliding" (windows.py), ``deadline``: seconds a check waits
+        on Redis (both default to the settings' ``throttle_strategy``/``throttle_deadline``);
+        ``local_quota``: claim this many tokens at a time per (limit, identity) and spend
+        them in-process (fixed windows only; throttling.py documents the bound);
+        ``recorder``: where throttle errors are counted (default: the process-wide one)."""
+        base = settings if settings is not None else Settings.from_env()
+        strategy = base.throttle_strategy if strategy is None else strategy
+        deadline = base.throttle_deadline if deadline is None else deadline
         self.strategy = check_strategy(strategy)
         if isinstance(deadline, bool) or not isinstance(deadline, int | float) or deadline <= 0:
             raise ConfigurationError(
@@ -87,7 +89,6 @@ class Limiter:
             raise ConfigurationError(f"local_quota must be an integer >= 1, got {local_quota!r}")
         if local_quota is not None and self.strategy != "fixed":
             raise ConfigurationError("local_quota works with the fixed window only, not 'sliding'")
-        base = settings if settings is not None else Settings.from_env()
         self.settings = base.with_changes(socket_timeout=float(deadline))
         self.deadline = float(deadline)
         self.fail_closed = fail_closed
