@@ -86,6 +86,8 @@ class SliceCountMiddleware:
     def _lifespan_send(self, send: Send) -> Send:
         async def lifespan_send(message: Message) -> None:
             if message["type"] == "lifespan.shutdown.complete":
+                if self.throttle is not None:  # its asyncio connections belong to this loop
+                    await self.throttle.aclose()
                 recorder = self.counter.source.get()
                 if recorder is not None:  # write the last counts before the server exits
                     await anyio.to_thread.run_sync(recorder.flush)

@@ -78,7 +78,10 @@ class Throttle:
             self.default = parse_limits(limits)
         elif isinstance(limits, Mapping):
             for route in check_names(limits, "the keys of limits"):
-                self.routes[route] = parse_limits(limits[route])
+                try:
+                    self.routes[route] = parse_limits(limits[route])
+                except ValueError as exc:
+                    raise ConfigurationError(f"limits of route {route!r}: {exc}") from None
         elif limits is not None:
             raise ConfigurationError(f"limits must be text or a mapping, got {limits!r}")
         self.exempt = frozenset(check_names(exempt, "exempt"))
@@ -95,6 +98,12 @@ class Throttle:
         if self._limiter is None:
             self._limiter = default_limiter()
         return self._limiter
+
+    async def aclose(self) -> None:
+        """Close the limiter's asyncio connections (an ASGI app's shutdown: they belong to
+        its event loop); the limiter makes new ones if it is used again."""
+        if self._limiter is not None:
+            await self._limiter.aclose()
 
     def limits_for(self, route: str | None) -> tuple[Limit, ...] | None:
         if route in self.exempt:
