@@ -4,6 +4,9 @@ and Starlette endpoints; answers, headers, keys, exemptions, counts, failing ope
 
 from __future__ import annotations
 
+import os
+import signal
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -229,3 +232,26 @@ def test_redis_down_fails_open_or_closed_and_counts_the_errors(
     assert total(store, "http.requests", status="503" if fail_closed else "200") == (
         3 if fail_closed else 4
     )
+
+
+def test_a_paused_redis_costs_a_request_about_the_deadline(
+    private_redis: EmbeddedRedis, recorder: Recorder, store: Store
+) -> None:
+    settings = Settings(redis_url=private_redis.url)
+    with Limiter(settings, deadline=0.05, recorder=recorder) as paused:
+        throttle = Throttle("100/second", limiter=paused, recorder=recorder)
+        client = flask_app(recorder, throttle).test_client()
+        assert client.get("/free").status_code == 200  # connected
+        pid = private_redis.pid
+        assert pid is not None
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            started = time.perf_counter()
+            codes = [client.get("/free").status_code for _ in range(3)]
+            waited = (time.perf_counter() - started) / 3
+        finally:
+            os.kill(pid, signal.SIGCONT)
+    assert codes == [200, 200, 200]  # fail-open
+    assert 0.045 <= waited < 0.5, waited  # each waited about the deadline, not Redis' return
+    recorder.flush()
+    assert total(store, "slicecount.throttle.errors") == 3

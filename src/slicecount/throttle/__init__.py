@@ -9,13 +9,17 @@ from __future__ import annotations
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
+from slicecount.throttle.clients import Peer, client_address, forwarded_for, header
 from slicecount.throttle.limits import Limit, parse_limits
 from slicecount.throttle.windows import Decision
 
 if TYPE_CHECKING:
     from slicecount.throttle.limiter import Limiter, Verdict
 
-__all__ = ["Decision", "Limit", "Limiter", "Verdict", "parse_limits"]
+__all__ = [
+    "Decision", "Limit", "Limiter", "Peer", "Verdict", "client_address", "forwarded_for",
+    "header", "parse_limits",
+]  # fmt: skip
 
 
 def __getattr__(name: str) -> Any:
