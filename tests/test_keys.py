@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from slicecount.keys import KeySpace
+from slicecount.keys import THROTTLE_TAG_MAX, KeySpace, throttle_tag
 
 
 def test_one_shard_is_the_book_layout() -> None:
@@ -66,3 +66,48 @@ def test_cursors_and_globs_come_from_here() -> None:
     assert KeySpace.member_globs("m", 'm{k="a*"}') == ['*:m{k="a\\*"}']
     layout = KeySpace().layout("s", (60,))
     assert layout.registry == "known:" and layout.counters[0].key == "count:60:s"
+
+
+def hash_tag(key: str) -> str | None:
+    """What Redis Cluster hashes: the text between the first ``{`` and the next ``}``."""
+    start = key.find("{")
+    end = key.find("}", start + 1)
+    return key[start + 1 : end] if start >= 0 and end > start + 1 else None
+
+
+def test_throttle_keys_carry_the_identity_as_hash_tag_whatever_the_shards() -> None:
+    for keys in (KeySpace(), KeySpace(prefix="app:", shards=8)):
+        key = keys.throttle("10.0.0.1", 10, 1, 1_700_000_000)
+        assert key == f"{keys.prefix}throttle:{{10.0.0.1}}:10/1:1700000000"
+        assert hash_tag(key) == "10.0.0.1"
+
+
+TRICKY = ["a}b", "}", "{", "{}", "a{b}c", "%7D", "a%7Db", "%", "#", "#x", "", " ", "é", "用户",
+          "\ud800", "x" * THROTTLE_TAG_MAX, "x" * (THROTTLE_TAG_MAX + 1), "user:1",
+          "a:10/1:5"]  # fmt: skip
+
+
+@pytest.mark.parametrize("identity", TRICKY)
+def test_no_identity_breaks_its_tag(identity: str) -> None:
+    keys = KeySpace(prefix="p:", shards=4)
+    found = {
+        keys.throttle(identity, amount, seconds, window)
+        for amount, seconds in ((10, 1), (1000, 3600))
+        for window in (5, 6)
+    }
+    assert len(found) == 4
+    assert {hash_tag(key) for key in found} == {throttle_tag(identity)}  # one slot for all
+    assert "}" not in throttle_tag(identity) and "{" not in throttle_tag(identity)
+
+
+def test_different_identities_never_share_a_tag() -> None:
+    tags = [throttle_tag(identity) for identity in TRICKY]
+    assert len(set(tags)) == len(TRICKY)
+
+
+def test_long_empty_and_unencodable_identities_are_hashed() -> None:
+    assert throttle_tag("user 1") == "user 1"
+    assert throttle_tag("a}b{c%d#") == "a%7Db%7Bc%25d%23"
+    for identity in ("", "x" * (THROTTLE_TAG_MAX + 1), "\ud800"):
+        tag = throttle_tag(identity)
+        assert tag.startswith("#") and len(tag) == 33

@@ -27,6 +27,11 @@ PURE = [
     "slicecount.datasource.prometheus.results",
     "slicecount.middleware._core",
     "slicecount.cleaner.plan",
+    "slicecount.throttle",
+    "slicecount.throttle.limits",
+    "slicecount.throttle.windows",
+    "slicecount.throttle.quota",
+    "slicecount.throttling",
 ]
 
 PROBE = """

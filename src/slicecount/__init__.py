@@ -28,6 +28,9 @@ if TYPE_CHECKING:
     from slicecount.recorder import Recorder
     from slicecount.store import Store
     from slicecount.store_async import AsyncStore
+    from slicecount.throttle.decorator import limit
+    from slicecount.throttle.guard import Throttle
+    from slicecount.throttle.limiter import Limiter
 
 __version__ = "0.1.0"
 
@@ -40,6 +43,9 @@ _LAZY = {
     "configure": "slicecount.default",
     "event": "slicecount.default",
     "get_recorder": "slicecount.default",
+    "limit": "slicecount.throttle.decorator",
+    "Limiter": "slicecount.throttle.limiter",
+    "Throttle": "slicecount.throttle.guard",
 }
 
 
@@ -59,6 +65,7 @@ def __dir__() -> list[str]:
 __all__ = [
     "AsyncStore",
     "ConfigurationError",
+    "Limiter",
     "QueryError",
     "Recorder",
     "Settings",
@@ -66,12 +73,14 @@ __all__ = [
     "StartupError",
     "Store",
     "StoreError",
+    "Throttle",
     "__version__",
     "annotate",
     "close_all",
     "configure",
     "event",
     "get_recorder",
+    "limit",
     "parse_series",
     "series_id",
 ]

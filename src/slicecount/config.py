@@ -31,6 +31,8 @@ DEFAULT_MAX_FUTURE = 300.0
 further ahead is refused, so no far-future slice can outlive retention."""
 DEFAULT_SOCKET_TIMEOUT = 5.0
 """Seconds a Redis call may take before it counts as failed (the flusher retries later)."""
+DEFAULT_THROTTLE_DEADLINE = 0.005
+"""Seconds a rate-limit check waits on Redis (a few ms: a request must not wait longer)."""
 
 
 ENV_PREFIX = "SLICECOUNT_"
@@ -140,6 +142,11 @@ class Settings:
     max_metrics: int = DEFAULT_MAX_METRICS
     max_future: float = DEFAULT_MAX_FUTURE
     socket_timeout: float = DEFAULT_SOCKET_TIMEOUT
+    throttle_deadline: float = DEFAULT_THROTTLE_DEADLINE
+    """Seconds a rate-limit check waits on Redis before the request is let through (or
+    refused, failing closed): a Redis down or paused costs a request about this much."""
+    throttle_strategy: str = "fixed"
+    """"fixed" windows (the seed's) or "sliding" (the previous window weighted in)."""
     _retention: Mapping[int, int] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -155,6 +162,11 @@ class Settings:
         set_(self, "retention", values.pop() if len(values) == 1 else retention)
         set_(self, "flush_interval", _float("flush_interval", self.flush_interval))
         set_(self, "socket_timeout", _float("socket_timeout", self.socket_timeout))
+        set_(self, "throttle_deadline", _float("throttle_deadline", self.throttle_deadline))
+        if self.throttle_strategy not in ("fixed", "sliding"):
+            raise ConfigurationError(
+                f"throttle_strategy must be fixed or sliding, got {self.throttle_strategy!r}"
+            )
         set_(self, "max_future", _float("max_future", self.max_future))
         set_(self, "max_metrics", _int("max_metrics", self.max_metrics))
         shards = _int("shards", self.shards, minimum=0)

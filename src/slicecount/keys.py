@@ -9,6 +9,10 @@ With ``shards = S > 1`` the registry splits into ``P known:{s}`` and hashes beco
 ``P count:{s}:<prec>:<series>``, ``s = blake2b(series) % S``: each series shares one hash slot with
 its registry, so every multi-key operation stays inside one slot. (crc32 was lumpy over ids that
 differ by a counter: 3 000 such series fell 1 010/1 081/909 over three cluster masters.)
+
+A rate limit's hits (whatever the shard count: the identity is the hash tag)::
+
+    P throttle:{<identity>}:<amount>/<seconds>:<window>   STRING  hits, expiring by itself
 """
 
 from __future__ import annotations
@@ -153,6 +157,13 @@ class KeySpace:
             return f"{self.prefix}moved:{token}"
         return f"{self.prefix}moved:{{{shard}}}:{token}"
 
+    def throttle(self, identity: str, amount: int, seconds: int, window: int) -> str:
+        """The STRING counting the hits of ``identity`` against a limit of ``amount`` per
+        ``seconds`` in window ``window`` (epoch seconds // ``seconds``). Whatever the shard
+        count, the identity is the hash tag: its every limit and window share one slot, so one
+        script reaches them all on a cluster. It expires by itself (throttling.py)."""
+        return f"{self.prefix}throttle:{{{throttle_tag(identity)}}}:{amount}/{seconds}:{window}"
+
     @staticmethod
     def member(precision: int, series_id: str) -> str:
         """The registry member of one series at one precision (the book's ``prec:name``)."""
@@ -189,6 +200,27 @@ class KeySpace:
             return [f"*:{_glob_escape(series_id)}"]
         escaped = _glob_escape(name)
         return [f"*:{escaped}", f"*:{escaped}{{*"]
+
+
+THROTTLE_TAG_MAX = 128
+"""Identities longer than this (in characters) are hashed in throttle keys."""
+_TAG_ESCAPES = {ord(ch): f"%{ord(ch):02X}" for ch in "%{}#"}
+
+
+def throttle_tag(identity: str) -> str:
+    """The hash tag of an identity (a client address, a user, a header: any string): itself,
+    with ``%``, ``{``, ``}`` and ``#`` percent-escaped so that no ``}`` ends the tag early; an
+    empty, long or un-encodable one (a lone surrogate) becomes ``#`` and a hash of it (escaped
+    tags never start with ``#``, so two identities never share a key)."""
+    if 0 < len(identity) <= THROTTLE_TAG_MAX:
+        try:
+            identity.encode()
+        except UnicodeEncodeError:
+            pass
+        else:
+            return identity.translate(_TAG_ESCAPES)
+    raw = identity.encode("utf-8", "surrogatepass")
+    return "#" + hashlib.blake2b(raw, digest_size=16).hexdigest()
 
 
 def _glob_escape(text: str) -> str:

@@ -1,9 +1,10 @@
 """The blocking store: the only module (with its asyncio twin) that sends Redis commands.
 
-It executes the operations of ``writing``, ``reading``, ``annotating`` and ``trimming``: each
-operation runs on one pooled connection, each batch goes out as one packed buffer and its
-replies are fed to a ``ReplyReader``; redis-py errors become ``StoreError``. No logic of its
-own: the method table at the end binds each operation as a method.
+It executes the operations of ``writing``, ``reading``, ``annotating``, ``trimming``,
+``resharding`` and ``throttling``: each operation runs on one pooled connection, each batch
+goes out as one packed buffer and its replies are fed to a ``ReplyReader``; redis-py errors
+become ``StoreError``. No logic of its own: the method table at the end binds each operation as
+a method.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from redis.cluster import ClusterNode, RedisCluster
 from redis.crc import key_slot
 from redis.sentinel import Sentinel
 
-from slicecount import annotating, reading, resharding, trimming, writing
+from slicecount import annotating, reading, resharding, throttling, trimming, writing
 from slicecount.batches import Batch, Context, Operation, ping
 from slicecount.config import Settings
 from slicecount.errors import StoreError
@@ -193,3 +194,6 @@ class Store(StoreBase["redis.Redis | RedisCluster"]):
     old_members = _blocking(resharding.members)
     move_counter = _blocking(resharding.move_counter)
     move_annotations = _blocking(resharding.move_annotations)
+    hit = _blocking(throttling.hit)
+    claim = _blocking(throttling.claim)
+    give_back = _blocking(throttling.give_back)

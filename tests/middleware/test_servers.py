@@ -123,12 +123,16 @@ def server_redis() -> Iterator[EmbeddedRedis]:
 
 
 def run_server(
-    command: list[str], redis_url: str, port: int, tmp_path: Path
+    command: list[str],
+    redis_url: str,
+    port: int,
+    tmp_path: Path,
+    settings: dict[str, str] | None = None,
 ) -> subprocess.Popen[bytes]:
     log = tmp_path / "server.log"
     # this checkout's src first: the servers must run the code under test, not an install
     path = os.pathsep.join([str(ROOT / "src"), str(ROOT / "examples")])
-    env = {**os.environ, "SLICECOUNT_REDIS_URL": redis_url, "PYTHONPATH": path}
+    env = {**os.environ, **(settings or {}), "SLICECOUNT_REDIS_URL": redis_url, "PYTHONPATH": path}
     with log.open("wb") as output:  # the child keeps its own copy of the descriptor
         process = subprocess.Popen(
             command, cwd=ROOT, env=env, stdout=output, stderr=subprocess.STDOUT

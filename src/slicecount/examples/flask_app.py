@@ -44,7 +44,8 @@ def engine() -> Engine:
 def create_app() -> Flask:
     app = Flask(__name__)
     # track_queries: the engine() below is instrumented, so requests report their queries
-    SliceCount(app, exclude_paths=["/health"], track_queries=True)
+    # limits: the search is rate limited per client address (429 past 10 a second)
+    SliceCount(app, exclude_paths=["/health"], track_queries=True, limits={"/search": "10/second"})
 
     @app.get("/")
     def index() -> str:
@@ -79,6 +80,10 @@ def create_app() -> Flask:
     def order() -> tuple[Response, int]:
         slicecount.event("orders.created", plan=request.args.get("plan", "free"))
         return jsonify(ok=True), 201
+
+    @app.get("/search")
+    def search() -> Response:
+        return jsonify(results=[], q=request.args.get("q", ""))
 
     @app.get("/slow")
     def slow() -> str:

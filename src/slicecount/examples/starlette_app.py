@@ -48,6 +48,11 @@ async def stream(request: Request) -> Response:
     return StreamingResponse(chunks(), media_type="text/plain")
 
 
+@slicecount.limit("10/second")  # per client address: 429 past 10 a second
+async def search(request: Request) -> Response:
+    return JSONResponse({"results": [], "q": request.query_params.get("q", "")})
+
+
 async def error(request: Request) -> Response:
     raise RuntimeError("an example failure")
 
@@ -60,6 +65,7 @@ app = Starlette(
         Route("/checkout", checkout, methods=["POST"]),
         Route("/stream", stream),
         Route("/error", error),
+        Route("/search", search),
         Mount("/api/v1", routes=[Route("/items/{item_id:int}", item)]),
     ]
 )

@@ -11,7 +11,7 @@ import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
 from contextvars import ContextVar, Token
-from typing import TypedDict
+from typing import TYPE_CHECKING, TypedDict, cast
 
 from slicecount import default
 from slicecount.config import Settings
@@ -21,11 +21,14 @@ from slicecount.recorder import Recorder
 from slicecount.series import Labels, LabelValue
 from slicecount.store import Store
 
+if TYPE_CHECKING:
+    from slicecount.throttle.guard import Throttle
+
 logger = logging.getLogger("slicecount")
 
 
-class Options(TypedDict, total=False):
-    """The keyword options of every request shell; ``RequestCounter`` holds their defaults."""
+class CountingOptions(TypedDict, total=False):
+    """The keyword options of the counting; ``RequestCounter`` holds their defaults."""
 
     recorder: Recorder | None
     settings: Settings | None
@@ -36,6 +39,14 @@ class Options(TypedDict, total=False):
     track_queries: bool
 
 
+class Options(CountingOptions, total=False):
+    """The keyword options of every request shell: the counting's and the throttle's."""
+
+    limits: str | Mapping[str, str] | None
+    exempt: Iterable[str]
+    throttle: Throttle | None
+
+
 def reusable(options: Options) -> Options:
     """A copy whose iterables can be read again (one Flask extension, several apps); an
     unknown option is refused now, not when an app is instrumented later."""
@@ -43,6 +54,8 @@ def reusable(options: Options) -> Options:
     if unknown:
         raise TypeError(f"unexpected keyword arguments {unknown}")
     copy = options.copy()
+    if "exempt" in copy:
+        copy["exempt"] = tuple(copy["exempt"])
     if "exclude_paths" in copy:
         copy["exclude_paths"] = tuple(copy["exclude_paths"])
     if "buckets" in copy:
@@ -50,6 +63,27 @@ def reusable(options: Options) -> Options:
     if "query_buckets" in copy:
         copy["query_buckets"] = tuple(copy["query_buckets"])
     return copy
+
+
+def split_options(options: Options) -> tuple[Throttle | None, CountingOptions]:
+    """(the throttle: a ``Throttle`` given, one built from ``limits=`` and ``exempt=``, or
+    None without limits; the counting's options)."""
+    counting = options.copy()
+    throttle = counting.pop("throttle", None)
+    limits = counting.pop("limits", None)
+    exempt = counting.pop("exempt", ())
+    rest = cast(CountingOptions, counting)
+    if throttle is not None:
+        if limits is not None or exempt:
+            raise TypeError("give limits= and exempt= to the Throttle, not beside throttle=")
+        return throttle, rest
+    if limits is None:
+        if exempt:
+            raise TypeError("exempt= without limits= limits nothing")
+        return None, rest
+    from slicecount.throttle.guard import Throttle
+
+    return Throttle(limits, exempt=exempt, recorder=options.get("recorder")), rest
 
 
 class RecorderSource:

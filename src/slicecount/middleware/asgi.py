@@ -12,8 +12,11 @@ from typing import TYPE_CHECKING, Any
 
 import anyio.to_thread
 
-from slicecount.middleware._shell import InFlight, Options, RequestCounter
+from slicecount.middleware._shell import InFlight, Options, RequestCounter, split_options
 from slicecount.middleware.routes import starlette_route
+from slicecount.throttle.answers import Answer, Headers
+from slicecount.throttle.clients import Peer
+from slicecount.throttle.guard import PASS, Outcome
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack  # typing.Unpack is 3.11+; only mypy reads it
@@ -38,7 +41,8 @@ class SliceCountMiddleware:
         **options: Unpack[Options],
     ) -> None:
         self.app = app
-        self.counter = RequestCounter(**options)
+        self.throttle, counting = split_options(options)
+        self.counter = RequestCounter(**counting)
         self.route_resolver = route_resolver
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -49,13 +53,20 @@ class SliceCountMiddleware:
             else:
                 await self.app(scope, receive, send)
             return
+        outcome = PASS if self.throttle is None else await self._throttled(scope)
         if self.counter.excluded(scope["path"]):
-            await self.app(scope, receive, send)
+            if outcome.answer is not None:
+                await _send_answer(outcome.answer, send)
+            else:
+                await self.app(scope, receive, _with_headers(send, outcome.headers))
             return
 
         exchange = _Exchange(self, scope, send)
+        if outcome.answer is not None:
+            await _send_answer(outcome.answer, exchange.send)
+            return
         try:
-            await self.app(scope, receive, exchange.send)
+            await self.app(scope, receive, _with_headers(exchange.send, outcome.headers))
         except BaseException:
             if not exchange.done:
                 exchange.finish(exchange.status or 500)
@@ -63,15 +74,48 @@ class SliceCountMiddleware:
         if not exchange.done:  # the app returned early (client gone, or it never answered)
             exchange.finish(exchange.status or 500)
 
+    async def _throttled(self, scope: Scope) -> Outcome:
+        assert self.throttle is not None
+        try:  # before the app runs: Starlette's routes walked (scope["app"] is the app)
+            route = self.route_resolver(scope, scope.get("root_path", ""))
+        except Exception:
+            route = None
+        method = scope.get("method", "")
+        return await self.throttle.check_async(Peer.of_scope(scope), method, route)
+
     def _lifespan_send(self, send: Send) -> Send:
         async def lifespan_send(message: Message) -> None:
             if message["type"] == "lifespan.shutdown.complete":
+                if self.throttle is not None:  # its asyncio connections belong to this loop
+                    await self.throttle.aclose()
                 recorder = self.counter.source.get()
                 if recorder is not None:  # write the last counts before the server exits
                     await anyio.to_thread.run_sync(recorder.flush)
             await send(message)
 
         return lifespan_send
+
+
+async def _send_answer(answer: Answer, send: Send) -> None:
+    status, headers, body = answer
+    raw = [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in headers]
+    raw.append((b"content-length", str(len(body)).encode()))
+    await send({"type": "http.response.start", "status": status, "headers": raw})
+    await send({"type": "http.response.body", "body": body})
+
+
+def _with_headers(send: Send, extra: Headers) -> Send:
+    """``send`` adding the throttle's RateLimit-* headers to the response's start."""
+    if not extra:
+        return send
+    raw = [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in extra]
+
+    async def send_with_headers(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            message = {**message, "headers": [*message.get("headers", ()), *raw]}
+        await send(message)
+
+    return send_with_headers
 
 
 _FINAL_KINDS = frozenset({"http.response.pathsend", "http.response.zerocopysend"})

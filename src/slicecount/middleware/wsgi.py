@@ -11,7 +11,10 @@ from collections.abc import Callable, Iterable, Iterator
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from slicecount.middleware._shell import InFlight, Options, RequestCounter
+from slicecount.middleware._shell import InFlight, Options, RequestCounter, split_options
+from slicecount.throttle.answers import REASONS, Answer, Headers
+from slicecount.throttle.clients import Peer
+from slicecount.throttle.guard import PASS, Outcome
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack  # typing.Unpack is 3.11+; only mypy reads it
@@ -44,19 +47,55 @@ class SliceCountMiddleware:
         **options: Unpack[Options],
     ) -> None:
         self.app = app
-        self.counter = RequestCounter(**options)
+        self.throttle, counting = split_options(options)
+        self.counter = RequestCounter(**counting)
         self.route_resolver = route_resolver
 
     def __call__(self, environ: Environ, start_response: StartResponse) -> Iterable[bytes]:
+        outcome = PASS if self.throttle is None else self._throttled(environ)
         if self.counter.excluded(environ.get("PATH_INFO", "")):
-            return self.app(environ, start_response)
+            if outcome.answer is not None:
+                return _answer(outcome.answer, start_response)
+            return self.app(environ, _with_headers(start_response, outcome.headers))
         call = _Call(self, environ, start_response)
+        if outcome.answer is not None:
+            call.body = _answer(outcome.answer, call.start_response)
+            return call
         try:
-            call.body = self.app(environ, call.start_response)
+            call.body = self.app(environ, _with_headers(call.start_response, outcome.headers))
         except BaseException:
             call.finish(error=True)
             raise
         return call
+
+    def _throttled(self, environ: Environ) -> Outcome:
+        assert self.throttle is not None
+        try:
+            route = self.route_resolver(environ)
+        except Exception:
+            route = None
+        method = environ.get("REQUEST_METHOD", "")
+        return self.throttle.check(Peer.of_environ(environ), method, route)
+
+
+def _answer(answer: Answer, start_response: StartResponse) -> list[bytes]:
+    status, headers, body = answer
+    reason = REASONS.get(status, "")
+    start_response(f"{status} {reason}", [*headers, ("Content-Length", str(len(body)))])
+    return [body]
+
+
+def _with_headers(start_response: StartResponse, extra: Headers) -> StartResponse:
+    """``start_response`` adding the throttle's RateLimit-* headers (when there are any)."""
+    if not extra:
+        return start_response
+
+    def start(
+        status: str, headers: list[tuple[str, str]], exc_info: ExcInfo | None = None
+    ) -> Callable[[bytes], object]:
+        return start_response(status, [*headers, *extra], exc_info)
+
+    return start
 
 
 class _Call(InFlight):

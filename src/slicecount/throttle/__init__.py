@@ -1,0 +1,30 @@
+"""Rate limits on the same Redis: limits as text (``limits``), the decision math (``windows``),
+the local quota's bookkeeping (``quota``) and the ``Limiter`` the middleware calls (``limiter``).
+
+``Limiter`` and ``Verdict`` load on first use, so importing the pure parts loads no Redis client.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+from slicecount.throttle.clients import Peer, client_address, forwarded_for, header
+from slicecount.throttle.limits import Limit, parse_limits
+from slicecount.throttle.windows import Decision
+
+if TYPE_CHECKING:
+    from slicecount.throttle.limiter import Limiter, Verdict
+
+__all__ = [
+    "Decision", "Limit", "Limiter", "Peer", "Verdict", "client_address", "forwarded_for",
+    "header", "parse_limits",
+]  # fmt: skip
+
+
+def __getattr__(name: str) -> Any:
+    if name in ("Limiter", "Verdict"):
+        value = getattr(import_module("slicecount.throttle.limiter"), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'slicecount.throttle' has no attribute {name!r}")

@@ -1,0 +1,143 @@
+"""``slicecount.limit("5/minute")``: a rate limit on one Flask view or Starlette/FastAPI
+endpoint, sync or async.
+
+A Flask view is limited inside its request context; a Starlette endpoint takes the request
+(FastAPI: declare a ``request: Request`` parameter). A refused request is answered 429 with
+``Retry-After`` and the ``RateLimit-*`` headers (``headers=True`` puts those on admitted
+responses too, when the view returns a response object or, in Flask, anything
+``make_response`` takes); with the request middleware around the app it is counted in
+``http.requests`` with status 429 besides ``http.throttled``.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable
+from typing import Any, TypeVar, cast
+
+from slicecount.middleware.routes import starlette_route
+from slicecount.throttle.answers import Answer, Headers
+from slicecount.throttle.clients import KeyFunction, Peer, client_address
+from slicecount.throttle.guard import OnThrottled, Outcome, Throttle
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def limit(
+    text: str,
+    *,
+    key: KeyFunction = client_address,
+    scope: str = "route",
+    headers: bool = False,
+    on_throttled: OnThrottled | None = None,
+    throttle: Throttle | None = None,
+) -> Callable[[F], F]:
+    """Limit the decorated view to ``text`` ("5/minute", "100/hour; 10/second") per ``key``;
+    bad text is a ValueError now, at import. ``throttle`` gives the other options at once
+    (its limiter, its recorder) and takes this view's ``text`` as its default."""
+    if throttle is None:
+        guard = Throttle(text, key=key, scope=scope, headers=headers, on_throttled=on_throttled)
+    else:
+        guard = Throttle(
+            text, key=throttle.key, scope=throttle.scope, headers=throttle.headers,
+            on_throttled=throttle.on_throttled, limiter=throttle.limiter,
+            recorder=throttle.recorder,
+        )  # fmt: skip
+
+    def decorate(view: F) -> F:
+        if inspect.iscoroutinefunction(view):
+
+            @functools.wraps(view)
+            async def limited_async(*args: Any, **kwargs: Any) -> Any:
+                request = _starlette_request(args, kwargs)
+                if request is None:  # a Flask async view (its own loop each request)
+                    outcome = _flask_check(guard, view)
+                    if outcome.answer is not None:
+                        return _flask_answer(outcome.answer)
+                    return _flask_headers(await view(*args, **kwargs), outcome.headers)
+                outcome = await guard.check_async(*_starlette_call(request))
+                if outcome.answer is not None:
+                    return _starlette_answer(outcome.answer)
+                return _starlette_headers(await view(*args, **kwargs), outcome.headers)
+
+            return cast(F, limited_async)
+
+        @functools.wraps(view)
+        def limited(*args: Any, **kwargs: Any) -> Any:
+            request = _starlette_request(args, kwargs)
+            if request is None:
+                outcome = _flask_check(guard, view)
+                if outcome.answer is not None:
+                    return _flask_answer(outcome.answer)
+                return _flask_headers(view(*args, **kwargs), outcome.headers)
+            outcome = guard.check(*_starlette_call(request))  # a sync endpoint: a worker thread
+            if outcome.answer is not None:
+                return _starlette_answer(outcome.answer)
+            return _starlette_headers(view(*args, **kwargs), outcome.headers)
+
+        return cast(F, limited)
+
+    return decorate
+
+
+def _flask_check(guard: Throttle, view: Callable[..., Any]) -> Outcome:
+    from flask import has_request_context, request
+
+    if not has_request_context():
+        raise TypeError(
+            f"slicecount.limit on {view.__qualname__}: no Flask request context and no "
+            "Starlette Request argument (FastAPI: declare a `request: Request` parameter)"
+        )
+    rule = request.url_rule
+    return guard.check(
+        Peer.of_environ(request.environ), request.method, rule.rule if rule else None
+    )
+
+
+def _flask_answer(answer: Answer) -> Any:
+    from flask import Response
+
+    status, headers, body = answer
+    return Response(body, status, headers)
+
+
+def _flask_headers(result: Any, extra: Headers) -> Any:
+    if not extra:
+        return result
+    from flask import make_response
+
+    response = make_response(result)
+    response.headers.extend(extra)
+    return response
+
+
+def _starlette_request(args: Any, kwargs: Any) -> Any:
+    try:
+        from starlette.requests import HTTPConnection
+    except ImportError:  # Flask only
+        return None
+    for value in (*args, *kwargs.values()):
+        if isinstance(value, HTTPConnection):
+            return value
+    return None
+
+
+def _starlette_call(request: Any) -> tuple[Peer, str, str | None]:
+    scope = request.scope
+    route = starlette_route(scope, scope.get("root_path", ""))
+    return Peer.of_scope(scope), scope.get("method", ""), route
+
+
+def _starlette_answer(answer: Answer) -> Any:
+    from starlette.responses import Response
+
+    status, headers, body = answer
+    return Response(body, status, headers=dict(headers))
+
+
+def _starlette_headers(response: Any, extra: Headers) -> Any:
+    if extra and hasattr(response, "headers") and hasattr(response, "status_code"):
+        for name, value in extra:
+            response.headers[name] = value
+    return response
