@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Literal
-from urllib.parse import parse_qsl, unquote, urlsplit
+from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
 from slicecount.errors import ConfigurationError
 
@@ -100,3 +100,11 @@ def _nodes(url: str, hosts: str, default_port: int) -> tuple[tuple[str, int], ..
     if not hosts.strip():
         raise ConfigurationError(f"no host in {url!r}: name at least one node")
     return tuple(nodes)
+
+
+def without_options(url: str, names: frozenset[str]) -> str:
+    """``url`` with the query options ``names`` removed (a caller that must set them itself:
+    redis-py lets URL options win over keyword arguments)."""
+    parts = urlsplit(url)
+    kept = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if k not in names]
+    return urlunsplit(parts._replace(query=urlencode(kept)))

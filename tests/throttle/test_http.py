@@ -238,10 +238,12 @@ def test_a_paused_redis_costs_a_request_about_the_deadline(
     private_redis: EmbeddedRedis, recorder: Recorder, store: Store
 ) -> None:
     settings = Settings(redis_url=private_redis.url)
-    with Limiter(settings, deadline=0.05, recorder=recorder) as paused:
+    with Limiter(settings, deadline=0.1, recorder=recorder) as paused:
         throttle = Throttle("100/second", limiter=paused, recorder=recorder)
         client = flask_app(recorder, throttle).test_client()
         assert client.get("/free").status_code == 200  # connected
+        recorder.flush()
+        before = total(store, "slicecount.throttle.errors")
         pid = private_redis.pid
         assert pid is not None
         os.kill(pid, signal.SIGSTOP)
@@ -252,6 +254,6 @@ def test_a_paused_redis_costs_a_request_about_the_deadline(
         finally:
             os.kill(pid, signal.SIGCONT)
     assert codes == [200, 200, 200]  # fail-open
-    assert 0.045 <= waited < 0.5, waited  # each waited about the deadline, not Redis' return
+    assert 0.09 <= waited < 0.6, waited  # each waited about the deadline, not Redis' return
     recorder.flush()
-    assert total(store, "slicecount.throttle.errors") == 3
+    assert total(store, "slicecount.throttle.errors") - before == 3

@@ -54,7 +54,7 @@ def reusable(options: Options) -> Options:
     if unknown:
         raise TypeError(f"unexpected keyword arguments {unknown}")
     copy = options.copy()
-    if "exempt" in copy:
+    if "exempt" in copy and not isinstance(copy["exempt"], str):  # (a str: refused later)
         copy["exempt"] = tuple(copy["exempt"])
     if "exclude_paths" in copy:
         copy["exclude_paths"] = tuple(copy["exclude_paths"])
@@ -82,8 +82,13 @@ def split_options(options: Options) -> tuple[Throttle | None, CountingOptions]:
             raise TypeError("exempt= without limits= limits nothing")
         return None, rest
     from slicecount.throttle.guard import Throttle
+    from slicecount.throttle.limiter import Limiter
 
-    return Throttle(limits, exempt=exempt, recorder=options.get("recorder")), rest
+    # the Redis the shell counts in: its settings, its recorder's, else the environment's
+    recorder = options.get("recorder")
+    settings = options.get("settings") or (recorder.store.settings if recorder else None)
+    limiter = Limiter(settings) if settings is not None else None
+    return Throttle(limits, exempt=exempt, recorder=recorder, limiter=limiter), rest
 
 
 class RecorderSource:

@@ -76,8 +76,13 @@ class SliceCountMiddleware:
 
     async def _throttled(self, scope: Scope) -> Outcome:
         assert self.throttle is not None
-        try:  # before the app runs: Starlette's routes walked (scope["app"] is the app)
-            route = self.route_resolver(scope, scope.get("root_path", ""))
+        # before the app runs: its routes walked (Starlette sets scope["app"] inside itself;
+        # a middleware wrapping it from outside names the app it wraps)
+        probe = scope if "app" in scope or not hasattr(self.app, "routes") else {
+            **scope, "app": self.app
+        }  # fmt: skip
+        try:
+            route = self.route_resolver(probe, scope.get("root_path", ""))
         except Exception:
             route = None
         method = scope.get("method", "")
@@ -112,7 +117,10 @@ def _with_headers(send: Send, extra: Headers) -> Send:
 
     async def send_with_headers(message: Message) -> None:
         if message["type"] == "http.response.start":
-            message = {**message, "headers": [*message.get("headers", ()), *raw]}
+            headers = list(message.get("headers", ()))
+            present = {name.lower() for name, _ in headers}  # the view's own limit's first
+            headers += [h for h in raw if h[0] not in present]
+            message = {**message, "headers": headers}
         await send(message)
 
     return send_with_headers

@@ -48,6 +48,14 @@ class SliceCountMiddleware:
     ) -> None:
         self.app = app
         self.throttle, counting = split_options(options)
+        if self.throttle is not None and route_resolver is environ_route:
+            if self.throttle.routes or self.throttle.exempt:
+                raise TypeError(
+                    "limits per route and exempt= need a route_resolver that names the route "
+                    "before the app runs (the Flask extension has one); without one, give one "
+                    "limit text: it counts a client across every route"
+                )
+            self.throttle.scope = "shared"  # no route is known before the app: say so
         self.counter = RequestCounter(**counting)
         self.route_resolver = route_resolver
 
@@ -93,7 +101,10 @@ def _with_headers(start_response: StartResponse, extra: Headers) -> StartRespons
     def start(
         status: str, headers: list[tuple[str, str]], exc_info: ExcInfo | None = None
     ) -> Callable[[bytes], object]:
-        return start_response(status, [*headers, *extra], exc_info)
+        present = {name.lower() for name, _ in headers}  # a view's own limit said them first
+        return start_response(
+            status, [*headers, *(h for h in extra if h[0].lower() not in present)], exc_info
+        )
 
     return start
 

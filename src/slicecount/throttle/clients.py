@@ -84,6 +84,8 @@ def header(name: str) -> KeyFunction:
 
 def check_names(routes: Iterable[object], what: str) -> tuple[str, ...]:
     """Route templates as given by the user: strings, else ConfigurationError naming one."""
+    if isinstance(routes, str):
+        raise ConfigurationError(f"{what} must be a list of route templates, got {routes!r}")
     names = tuple(routes)
     for route in names:
         if not isinstance(route, str) or not route:

@@ -18,31 +18,38 @@ from typing import Any, TypeVar, cast
 
 from slicecount.middleware.routes import starlette_route
 from slicecount.throttle.answers import Answer, Headers
-from slicecount.throttle.clients import KeyFunction, Peer, client_address
+from slicecount.throttle.clients import KeyFunction, Peer
 from slicecount.throttle.guard import OnThrottled, Outcome, Throttle
 
 F = TypeVar("F", bound=Callable[..., Any])
+VIEW = "view:"
+"""The decorator's counts live apart from a middleware's on the same route."""
 
 
 def limit(
     text: str,
     *,
-    key: KeyFunction = client_address,
-    scope: str = "route",
-    headers: bool = False,
+    key: KeyFunction | None = None,
+    scope: str | None = None,
+    headers: bool | None = None,
     on_throttled: OnThrottled | None = None,
     throttle: Throttle | None = None,
 ) -> Callable[[F], F]:
-    """Limit the decorated view to ``text`` ("5/minute", "100/hour; 10/second") per ``key``;
-    bad text is a ValueError now, at import. ``throttle`` gives the other options at once
-    (its limiter, its recorder) and takes this view's ``text`` as its default."""
+    """Limit the decorated view to ``text`` ("5/minute", "100/hour; 10/second") per ``key``
+    (default: the client address); bad text is a ValueError now, at import. ``throttle``
+    gives every other option at once (its key, limiter, recorder...). The view's counts are
+    its own: a middleware limit on the same route is counted apart and applies too."""
+    given = {"key": key, "scope": scope, "headers": headers, "on_throttled": on_throttled}
     if throttle is None:
-        guard = Throttle(text, key=key, scope=scope, headers=headers, on_throttled=on_throttled)
+        options = {name: value for name, value in given.items() if value is not None}
+        guard = Throttle(text, namespace=VIEW, **options)  # type: ignore[arg-type]
+    elif any(value is not None for value in given.values()):
+        raise TypeError("give key=, scope=, headers= and on_throttled= to the Throttle")
     else:
         guard = Throttle(
             text, key=throttle.key, scope=throttle.scope, headers=throttle.headers,
             on_throttled=throttle.on_throttled, limiter=throttle.limiter,
-            recorder=throttle.recorder,
+            recorder=throttle.recorder, namespace=VIEW,
         )  # fmt: skip
 
     def decorate(view: F) -> F:
@@ -108,7 +115,8 @@ def _flask_headers(result: Any, extra: Headers) -> Any:
     from flask import make_response
 
     response = make_response(result)
-    response.headers.extend(extra)
+    for name, value in extra:
+        response.headers[name] = value
     return response
 
 

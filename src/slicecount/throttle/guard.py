@@ -67,6 +67,7 @@ class Throttle:
         on_throttled: OnThrottled | None = None,
         limiter: Limiter | None = None,
         recorder: Recorder | None = None,
+        namespace: str = "",
     ) -> None:
         if scope not in SCOPES:
             raise ConfigurationError(f"scope must be one of {SCOPES}, got {scope!r}")
@@ -86,24 +87,19 @@ class Throttle:
             raise ConfigurationError(f"limits must be text or a mapping, got {limits!r}")
         self.exempt = frozenset(check_names(exempt, "exempt"))
         self.key, self.scope, self.headers = key, scope, headers
+        self.namespace = namespace  # keeps apart the counts of two throttles on one route
         self.on_throttled = on_throttled or (
             lambda peer, decision, status: refusal(status, decision)
         )
-        self._limiter = limiter
+        # made now: bad SLICECOUNT_* settings are an error at start-up, not in a request
+        self.limiter = limiter if limiter is not None else default_limiter()
         self.recorder = recorder
         self._warned = False
-
-    @property
-    def limiter(self) -> Limiter:
-        if self._limiter is None:
-            self._limiter = default_limiter()
-        return self._limiter
 
     async def aclose(self) -> None:
         """Close the limiter's asyncio connections (an ASGI app's shutdown: they belong to
         its event loop); the limiter makes new ones if it is used again."""
-        if self._limiter is not None:
-            await self._limiter.aclose()
+        await self.limiter.aclose()
 
     def limits_for(self, route: str | None) -> tuple[Limit, ...] | None:
         if route in self.exempt:
@@ -116,7 +112,12 @@ class Throttle:
         if asked is None:
             return PASS
         limits, identity = asked
-        return self._outcome(peer, method, route, self.limiter.check(limits, identity))
+        try:
+            verdict = self.limiter.check(limits, identity)
+        except Exception as exc:  # the limiter fails open on Redis errors; anything else too
+            self._warn("the throttle failed, serving the request: %s", exc)
+            return PASS
+        return self._outcome(peer, method, route, verdict)
 
     async def check_async(self, peer: Peer, method: str, route: str | None) -> Outcome:
         """``check()`` without blocking the event loop."""
@@ -124,7 +125,11 @@ class Throttle:
         if asked is None:
             return PASS
         limits, identity = asked
-        verdict = await self.limiter.check_async(limits, identity)
+        try:
+            verdict = await self.limiter.check_async(limits, identity)
+        except Exception as exc:
+            self._warn("the throttle failed, serving the request: %s", exc)
+            return PASS
         return self._outcome(peer, method, route, verdict)
 
     def _asked(self, peer: Peer, route: str | None) -> tuple[tuple[Limit, ...], str] | None:
@@ -139,7 +144,7 @@ class Throttle:
         if key is None:
             return None
         where = route or UNMATCHED if self.scope == "route" else "*"
-        return limits, f"{where}|{key}"
+        return limits, f"{self.namespace}{where}|{key}"
 
     def _outcome(self, peer: Peer, method: str, route: str | None, verdict: Verdict) -> Outcome:
         decision = verdict.decision

@@ -31,12 +31,14 @@ from slicecount.throttle.limits import Limit
 from slicecount.throttle.quota import Quotas
 from slicecount.throttle.windows import Decision, check_strategy
 from slicecount.throttling import check_identity, check_limits, hit, spend
+from slicecount.topology import without_options
 
 if TYPE_CHECKING:
     from slicecount.recorder import Recorder
 
 logger = logging.getLogger("slicecount")
 
+TIMEOUTS = frozenset({"socket_timeout", "socket_connect_timeout"})
 ERRORS = "slicecount.throttle.errors"
 """The series counting the checks Redis did not answer in time (one per check)."""
 STRIPES = 64
@@ -89,7 +91,9 @@ class Limiter:
             raise ConfigurationError(f"local_quota must be an integer >= 1, got {local_quota!r}")
         if local_quota is not None and self.strategy != "fixed":
             raise ConfigurationError("local_quota works with the fixed window only, not 'sliding'")
-        self.settings = base.with_changes(socket_timeout=float(deadline))
+        # the deadline is both timeouts, whatever the URL says (URL options win in redis-py)
+        url = without_options(base.redis_url, TIMEOUTS)
+        self.settings = base.with_changes(redis_url=url, socket_timeout=float(deadline))
         self.deadline = float(deadline)
         self.fail_closed = fail_closed
         self.recorder = recorder
@@ -97,6 +101,7 @@ class Limiter:
         self._quotas = Quotas(local_quota) if local_quota is not None else None
         self._store: Store | None = None
         self._astore: AsyncStore | None = None
+        self._aloop: asyncio.AbstractEventLoop | None = None
         self._failing = False
         self._reset()
         _track(self)
@@ -136,8 +141,13 @@ class Limiter:
         """``check()`` on redis.asyncio: the event loop is never blocked."""
         limits, identity = check_limits(limits), check_identity(identity)
         try:
-            if self._astore is None:  # no I/O in the constructor: no race to guard against
+            loop = asyncio.get_running_loop()
+            if self._astore is None or self._aloop is not loop:
+                # asyncio connections and locks belong to their loop: a new loop (a test
+                # client's, a Flask async view's) gets its own; no I/O here, no race
                 self._astore = AsyncStore(self.settings, clock=self._clock)
+                self._alocks = [asyncio.Lock() for _ in range(STRIPES)]
+                self._aloop = loop
             store = self._astore
             lock = self._alocks[hash(identity) % STRIPES] if self._quotas is not None else None
             locked = lock is not None and await _acquire(lock, self.deadline)

@@ -1,0 +1,136 @@
+"""Edges of the throttle in the shells, each found by a review: routes known before the app
+runs, the shell's own Redis, URL timeouts under the deadline, a view limited twice, a new
+event loop per request, and options given wrongly."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import os
+import signal
+import time
+from typing import Any
+
+import pytest
+from flask import Flask
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse
+from starlette.routing import Route
+from starlette.testclient import TestClient
+
+import slicecount
+from slicecount.config import Settings
+from slicecount.embedded import EmbeddedRedis
+from slicecount.middleware.asgi import SliceCountMiddleware as ASGIMiddleware
+from slicecount.middleware.flask import SliceCount
+from slicecount.middleware.wsgi import SliceCountMiddleware as WSGIMiddleware
+from slicecount.recorder import Recorder
+from slicecount.store import Store
+from slicecount.throttle.guard import Throttle
+from slicecount.throttle.limiter import Limiter
+from tests.throttle.test_http import Buffered
+
+
+async def ok(request: Request) -> PlainTextResponse:
+    return PlainTextResponse("ok")
+
+
+def test_an_asgi_middleware_wrapping_the_app_from_outside_knows_its_routes(
+    settings: Settings,
+) -> None:
+    app = Starlette(routes=[Route("/search", ok), Route("/free", ok)])
+    with Limiter(settings, deadline=1.0) as limiter:
+        throttle = Throttle({"/search": "3/minute"}, exempt=["/free"], limiter=limiter)
+        wrapped = ASGIMiddleware(app, throttle=throttle)
+        with TestClient(wrapped) as client:
+            assert [client.get("/search").status_code for _ in range(5)] == [200] * 3 + [429] * 2
+            assert [client.get("/free").status_code for _ in range(5)] == [200] * 5
+
+
+def test_plain_wsgi_refuses_route_limits_it_could_not_apply(settings: Settings) -> None:
+    with pytest.raises(TypeError, match="route_resolver"):
+        WSGIMiddleware(Flask(__name__).wsgi_app, settings=settings, limits={"/a": "1/second"})
+
+
+def test_the_shell_settings_are_where_the_throttle_counts(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SLICECOUNT_REDIS_URL", "redis://127.0.0.1:1/0")  # nobody there
+    app = Flask(__name__)
+    app.test_client_class = Buffered
+    SliceCount(app, settings=settings, limits="3/minute")
+    app.get("/a")(lambda: "a")
+    client = app.test_client()
+    assert [client.get("/a").status_code for _ in range(5)] == [200] * 3 + [429] * 2
+
+
+def test_a_timeout_in_the_url_does_not_outlast_the_deadline(private_redis: EmbeddedRedis) -> None:
+    settings = Settings(redis_url=private_redis.url + "?socket_timeout=3")
+    with Limiter(settings, deadline=0.05) as limiter:
+        limits = slicecount.throttle.parse_limits("10/second")
+        assert limiter.check(limits, "a").allowed
+        pid = private_redis.pid
+        assert pid is not None
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            started = time.perf_counter()
+            verdict = limiter.check(limits, "a")
+            waited = time.perf_counter() - started
+        finally:
+            os.kill(pid, signal.SIGCONT)
+    assert verdict.decision is None and verdict.allowed
+    assert waited < 1.0, waited
+
+
+def test_a_view_limited_by_the_extension_and_the_decorator_counts_each_once(
+    settings: Settings, store: Store
+) -> None:
+    recorder = Recorder(store, flush_interval=3600)
+    with Limiter(settings, deadline=1.0) as limiter:
+        app = Flask(__name__)
+        app.test_client_class = Buffered
+        SliceCount(
+            app,
+            recorder=recorder,
+            throttle=Throttle("10/minute", limiter=limiter, recorder=recorder, headers=True),
+        )
+
+        @app.get("/a")
+        @slicecount.limit(
+            "10/minute", throttle=Throttle(limiter=limiter, recorder=recorder, headers=True)
+        )
+        def view() -> str:
+            return "a"
+
+        answers = [app.test_client().get("/a") for _ in range(11)]
+    recorder.close()
+    assert [a.status_code for a in answers] == [200] * 10 + [429]  # not 5: counted apart
+    assert answers[0].headers.getlist("RateLimit-Remaining") == ["9"]  # one set of headers
+
+
+# The connections left on each closed loop can only be reclaimed by the collector, which warns
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+@pytest.mark.filterwarnings("ignore::ResourceWarning")
+def test_a_new_event_loop_per_request_still_counts_exactly(settings: Settings) -> None:
+    with Limiter(settings, deadline=1.0) as limiter:
+        limits = slicecount.throttle.parse_limits("3/minute")
+
+        async def one() -> bool:
+            return (await limiter.check_async(limits, "loop")).allowed
+
+        answers = [asyncio.run(one()) for _ in range(5)]  # every run a new loop
+        assert answers == [True] * 3 + [False] * 2
+    gc.collect()  # here, under this test's filters, not in a later test
+
+
+@pytest.mark.parametrize(
+    ("build", "message"),
+    [
+        (lambda: Throttle("1/second", exempt="/health"), "list of route templates"),
+        (lambda: slicecount.limit("1/second", headers=True, throttle=Throttle()), "Throttle"),
+    ],
+)
+def test_options_given_wrongly_are_refused_naming_them(build: Any, message: str) -> None:
+    with pytest.raises((TypeError, ValueError), match=message):
+        build()
