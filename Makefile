@@ -32,6 +32,7 @@ quick: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_recorder.py
 	$(BIN)/python benchmarks/bench_middleware.py
+	$(BIN)/python benchmarks/bench_throttle.py
 	$(BIN)/python benchmarks/bench_datasource.py
 	$(BIN)/python benchmarks/bench_datasource_load.py
 	$(BIN)/python benchmarks/bench_prometheus.py
