@@ -17,36 +17,54 @@ from slicecount.errors import ConfigurationError
 
 
 class Peer:
-    """A request seen through the server's own mapping (environ or scope)."""
+    """A request seen through the server's own mapping (environ or scope). Its headers are
+    read from that mapping on the first ``header()`` call: the default key never asks."""
 
-    __slots__ = ("_headers", "client", "native")
+    __slots__ = ("_headers", "_read", "client", "native")
 
-    def __init__(self, client: str, headers: Mapping[str, str], native: Any) -> None:
+    def __init__(
+        self,
+        client: str,
+        headers: Mapping[str, str] | None,
+        native: Any,
+        read: Callable[[Any], Mapping[str, str]] | None = None,
+    ) -> None:
         self.client = client
-        self._headers = headers  # names lower-case
+        self._headers = headers  # names lower-case; None: ``read(native)`` when first asked
+        self._read = read
         self.native = native  # the WSGI environ or the ASGI scope
 
     def header(self, name: str) -> str | None:
-        return self._headers.get(name.lower())
+        headers = self._headers
+        if headers is None:
+            headers = self._headers = self._read(self.native) if self._read is not None else {}
+        return headers.get(name.lower())
 
     @classmethod
     def of_environ(cls, environ: Mapping[str, Any]) -> Peer:
-        headers = {
-            key[5:].replace("_", "-").lower(): value
-            for key, value in environ.items()
-            if key.startswith("HTTP_") and isinstance(value, str)
-        }
-        return cls(str(environ.get("REMOTE_ADDR") or ""), headers, environ)
+        return cls(str(environ.get("REMOTE_ADDR") or ""), None, environ, _environ_headers)
 
     @classmethod
     def of_scope(cls, scope: Mapping[str, Any]) -> Peer:
-        headers: dict[str, str] = {}
-        for name, value in scope.get("headers", ()):
-            key = name.decode("latin-1").lower()
-            text = value.decode("latin-1")
-            headers[key] = f"{headers[key]}, {text}" if key in headers else text
         client = scope.get("client")
-        return cls(str(client[0]) if client else "", headers, scope)
+        return cls(str(client[0]) if client else "", None, scope, _scope_headers)
+
+
+def _environ_headers(environ: Mapping[str, Any]) -> dict[str, str]:
+    return {
+        key[5:].replace("_", "-").lower(): value
+        for key, value in environ.items()
+        if key.startswith("HTTP_") and isinstance(value, str)
+    }
+
+
+def _scope_headers(scope: Mapping[str, Any]) -> dict[str, str]:
+    headers: dict[str, str] = {}
+    for name, value in scope.get("headers", ()):
+        key = name.decode("latin-1").lower()
+        text = value.decode("latin-1")
+        headers[key] = f"{headers[key]}, {text}" if key in headers else text
+    return headers
 
 
 KeyFunction = Callable[[Peer], "str | None"]
