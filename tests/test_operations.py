@@ -160,7 +160,10 @@ def test_argument_checks_run_before_anything_is_sent() -> None:
         writing.incr(CTX, "bad name"),
         writing.incr(CTX, "a", now=-1),
         annotating.annotate(CTX, ""),
-        trimming.trim_chunk(CTX, 60, None, 0, "full", T0, T0, T0),
+        trimming.trim_chunk(CTX, trimming.Trim(60, "full", T0, T0, T0 - 60), None, 8),
+        trimming.trim_chunk(CTX, trimming.Trim(60, "other", T0, T0, T0), None, 8),
+        trimming.trim_chunk(CTX, trimming.Trim(60, "full", T0, T0, T0), None, 0),
+        trimming.trim_chunk(CTX, trimming.Trim(7, "full", T0, T0, T0), None, 8),
     ):
         with pytest.raises(ValueError):
             next(operation)
@@ -168,11 +171,12 @@ def test_argument_checks_run_before_anything_is_sent() -> None:
 
 def test_trim_chunk_calls_the_script_and_continues_after_the_last_member() -> None:
     sent, chunk = drive(
-        trimming.trim_chunk(CTX, 60, None, 2, "full", T0, T0, T0 + 60),
+        trimming.trim_chunk(CTX, trimming.Trim(60, "cold", T0, T0, T0 + 60), None, 2),
         [["60:b", 2, 5, 1, 2, "count:60:x is a string"]],
     )
     (call,) = sent[0].commands
     assert isinstance(call, ScriptCall) and call.keys == ("known:",)
+    assert call.args[4] == "cold" and call.args[-1] == 120  # the most a cold trim names
     assert (chunk.next_start, chunk.scanned, chunk.deleted, chunk.bad) == (
         "(60:b", 2, 5, ["count:60:x is a string"],
     )  # fmt: skip

@@ -7,8 +7,23 @@ from dataclasses import dataclass, field
 from slicecount.batches import Batch, Context, Operation, ScriptCall, pairs
 from slicecount.errors import ConfigurationError
 
-MODES = ("full", "incremental")
-""""full": list every hash's fields; "incremental": delete the slices expired since by name."""
+MODES = ("full", "cold", "incremental")
+"""How a trim finds the slices to delete (see ``lua/trim.lua``): "full" lists every hash;
+"cold" (no usable previous cutoff) deletes by name the run of slices right before the cutoff;
+"incremental" deletes by name the slices that expired since the last pass."""
+MAX_NAMED = 4000
+"""Most slices one trim deletes by name in a hash (past it, listing is as cheap)."""
+
+
+@dataclass(frozen=True)
+class Trim:
+    """How to trim one precision this pass."""
+
+    precision: int
+    mode: str  # one of MODES
+    cutoff: int  # slices older than this go
+    first: int  # incremental: the first slice that expired since the last pass
+    horizon: int  # slices after this go: further ahead than a writer may write (max_future)
 
 
 @dataclass(frozen=True)
@@ -24,35 +39,24 @@ class TrimChunk:
 
 
 def trim_chunk(
-    ctx: Context,
-    precision: int,
-    start: str | None,
-    chunk: int,
-    mode: str,
-    cutoff: int,
-    first: int,
-    horizon: int,
-    shard: int = 0,
+    ctx: Context, trim: Trim, start: str | None, chunk: int, shard: int = 0
 ) -> Operation[TrimChunk]:
-    """One atomic trim of up to ``chunk`` hashes of ``precision`` from lex cursor ``start``
-    (the cleaner's step): slices before ``cutoff`` or after ``horizon`` go, emptied hashes leave
-    the registry."""
-    ctx.settings.check_precision(precision)
-    if mode not in MODES or chunk < 1 or horizon < cutoff:
+    """One atomic trim of up to ``chunk`` hashes of ``trim.precision`` from lex cursor ``start``
+    (the cleaner's step): slices before ``trim.cutoff`` or after ``trim.horizon`` go, emptied
+    hashes leave the registry."""
+    settings, keys = ctx.settings, ctx.keys
+    retention = settings.retention_for(settings.check_precision(trim.precision))
+    if trim.mode not in MODES or chunk < 1 or trim.horizon < trim.cutoff:
         raise ConfigurationError(
-            f"trim needs mode full|incremental, chunk >= 1 and horizon >= cutoff, got {mode!r}, "
-            f"{chunk!r}, {horizon!r} < {cutoff!r}"
+            f"trim needs mode {'|'.join(MODES)}, chunk >= 1 and horizon >= cutoff, got "
+            f"{trim.mode!r}, {chunk!r}, {trim.horizon!r} < {trim.cutoff!r}"
         )
-    keys = ctx.keys
-    low, high = keys.lex_range_precision(precision)
-    # a hash longer than retention holds slices from before the cutoff (a late write or a
-    # backfill: HDEL by name would miss them) or ahead of the clock: list it in full
-    most = ctx.settings.retention_for(precision)
+    low, high = keys.lex_range_precision(trim.precision)
     call = ScriptCall(
         "trim",
         (keys.known(shard),),
-        (keys.counter_prefix(shard), start or low, high, chunk, mode, cutoff, most, first,
-         precision, horizon),
+        (keys.counter_prefix(shard), start or low, high, chunk, trim.mode, trim.cutoff,
+         retention, trim.first, trim.precision, trim.horizon, min(retention, MAX_NAMED)),
     )  # fmt: skip
     (reply,) = yield Batch([call])
     last, scanned, deleted, removed, full, *bad = reply

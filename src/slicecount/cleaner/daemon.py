@@ -7,6 +7,7 @@ import os
 import socket
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -29,6 +30,26 @@ DEFAULT_INTERVAL = 60.0
 TARGET_CALL_SECONDS = 0.002
 """Aim of the adaptive chunk size: one trim call should block Redis about this long."""
 MIN_CHUNK, MAX_CHUNK, FIRST_CHUNK = 4, 5000, 8
+RECENT_CALLS = 8
+"""Chunks are sized by the slowest per-hash cost of this many recent calls."""
+
+
+class ChunkSizer:
+    """How many hashes the next trim call of one (precision, mode) takes: so that the slowest
+    of the recent calls, at its cost per hash, would have blocked Redis TARGET_CALL_SECONDS.
+    Sizing by the slowest, not the last, keeps a lucky fast call from doubling the next one
+    into a stall; growth is at most 2x per call (start small, learn the rate)."""
+
+    def __init__(self) -> None:
+        self.size = FIRST_CHUNK
+        self.costs: deque[float] = deque(maxlen=RECENT_CALLS)  # seconds per hash
+
+    def observe(self, hashes: int, elapsed: float) -> None:
+        if hashes < self.size // 2:
+            return  # a walk's short tail says little of the rate
+        self.costs.append(elapsed / hashes)
+        wanted = TARGET_CALL_SECONDS / max(max(self.costs), 1e-7)
+        self.size = int(min(MAX_CHUNK, 2 * self.size, max(MIN_CHUNK, wanted)))
 
 
 @dataclass
@@ -87,7 +108,7 @@ class Cleaner:
         self.sweep_every = max(1, sweep_every)
         self.owner = owner or f"{socket.gethostname()}:{os.getpid()}"
         # per (precision, mode): a 1 s hash costs far more to trim than a 1 day one
-        self.chunks: dict[tuple[int, str], int] = {}
+        self.chunks: dict[tuple[int, str], ChunkSizer] = {}
         self.stopping = threading.Event()
 
     def stop(self) -> None:
@@ -141,17 +162,15 @@ class Cleaner:
         return stats
 
     def _walk(self, trim: Trim, shard: int, stats: PassStats) -> None:
-        precision, mode = trim.precision, trim.mode
+        sizes = self.chunks.setdefault((trim.precision, trim.mode), ChunkSizer())
         start: str | None = None
         while True:
             if self.stopping.is_set():
                 stats.interrupted = True
                 return
-            size = self.chunks.get((precision, mode), FIRST_CHUNK)
+            size = sizes.size
             began = time.perf_counter()
-            chunk = self.store.trim_chunk(
-                precision, start, size, mode, trim.cutoff, trim.first, trim.horizon, shard
-            )
+            chunk = self.store.trim_chunk(trim, start, size, shard)
             elapsed = time.perf_counter() - began
             stats.calls += 1
             stats.slowest_call_ms = max(stats.slowest_call_ms, elapsed * 1000)
@@ -162,20 +181,10 @@ class Cleaner:
             if chunk.bad:
                 stats.bad += len(chunk.bad)
                 logger.warning("skipped bad data: %s", "; ".join(chunk.bad))
-            self.chunks[(precision, mode)] = self._adapt(size, elapsed, chunk.scanned)
+            sizes.observe(chunk.scanned, elapsed)
             if chunk.next_start is None:
                 return
             start = chunk.next_start
-
-    @staticmethod
-    def _adapt(size: int, elapsed: float, scanned: int) -> int:
-        """The next chunk size, so that one call blocks Redis about TARGET_CALL_SECONDS."""
-        if scanned < size:
-            return size  # a short last chunk says nothing about the rate
-        wanted = size * TARGET_CALL_SECONDS / max(elapsed, 1e-4)
-        # move halfway (geometric) to damp noise, and at most double: start small, grow
-        step = min(2 * size, (size * wanted) ** 0.5)
-        return int(min(MAX_CHUNK, max(MIN_CHUNK, step)))
 
     def _record(self, stats: PassStats) -> None:
         second = int(stats.now)

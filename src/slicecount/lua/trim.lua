@@ -5,18 +5,24 @@
 -- KEYS[1]  registry ZSET (all members score 0)
 -- ARGV[1]  counter key prefix: a hash key is prefix .. member (keys.py: counter_for_member)
 -- ARGV[2]  lex start ("[60:" or "(<last member>")    ARGV[3]  lex end ("(60;")
--- ARGV[4]  chunk size                                  ARGV[5]  mode: "full" | "incremental"
--- ARGV[6]  cutoff: slices older than this go           ARGV[7]  retention: longer hashes get a full trim
+-- ARGV[4]  chunk size
+-- ARGV[5]  mode: "full" (list every hash), "cold" (no previous cutoff known: delete by name
+--          the run of slices right before the cutoff, see cold()) or "incremental" (delete by
+--          name the slices that expired since the last pass). Both list a hash still longer
+--          than retention.
+-- ARGV[6]  cutoff: slices older than this go           ARGV[7]  retention: longer hashes get listed
 -- ARGV[8]  first expired slice (incremental: HDEL first, first+step, ... < cutoff by name)
 -- ARGV[9]  step (the precision)
 -- ARGV[10] horizon: slices after this go (further ahead of the clock than writers may write;
 --          a future slice never pushes out one inside retention)
+-- ARGV[11] window: most slices a cold trim names in one hash
 -- Returns {last member or "", scanned, fields deleted, hashes removed, full trims, bad keys...}
 local registry = KEYS[1]
 local prefix, lex_start, lex_end = ARGV[1], ARGV[2], ARGV[3]
 local chunk, mode = tonumber(ARGV[4]), ARGV[5]
 local cutoff, most = tonumber(ARGV[6]), tonumber(ARGV[7])
 local first, step, horizon = tonumber(ARGV[8]), tonumber(ARGV[9]), tonumber(ARGV[10])
+local window = tonumber(ARGV[11])
 
 local members = redis.call('ZRANGEBYLEX', registry, lex_start, lex_end, 'LIMIT', 0, chunk)
 local deleted, removed, full = 0, 0, 0
@@ -28,12 +34,16 @@ local function hdel(key, names)  -- unpack() has a stack limit: delete in slices
   end
 end
 
+-- Slice names built once per call. Small hashes are ziplists, where each name HDEL looks for
+-- is a scan of the hash: names are chosen to be there (a miss costs as much as listing).
 local expired = {}  -- incremental: the slices that expired since the last pass, by name
 if mode == 'incremental' then
   for s = first, cutoff - step, step do
     expired[#expired + 1] = string.format('%d', s)
   end
 end
+
+local before = {}  -- cold: before[k] = cutoff - k * step, grown as the longest excess needs
 
 local function note_bad(key, what)
   if #bad < 10 then bad[#bad + 1] = key .. what end
@@ -63,7 +73,28 @@ local function trim_fully(key)
   if #drop > 0 then hdel(key, drop) end
 end
 
--- Per hash, the common case is two commands: HDEL of the expired names and HLEN. A key of the
+-- Cold: delete the run of slices right before the cutoff, by name, as far back as it runs: the
+-- first block is as long as the hash is longer than retention (a busy series' expired run),
+-- then blocks of 1, 2, 4... while each is all there (the slices retention does not hold yet:
+-- its newest, not written yet). A named slice missing ends the run; older stragglers (a late
+-- write, a sparse series' old slices, a slice past the horizon in a short hash) are left to the
+-- sweep. A hash longer than twice retention (its cleaner away that long) is listed instead.
+local function cold(key, size)
+  local block = math.max(size - most, 1)
+  if block > window then return size end
+  local named, growing = 0, 1
+  while true do
+    for k = #before + 1, named + block do
+      before[k] = string.format('%d', cutoff - k * step)
+    end
+    local hits = redis.call('HDEL', key, unpack(before, named + 1, named + block))
+    deleted, size, named = deleted + hits, size - hits, named + block
+    if hits < block or size == 0 or named >= window then return size end
+    block, growing = math.min(growing, window - named), growing * 2
+  end
+end
+
+-- Per hash, the common case is two commands (HLEN, or the expired names then HLEN). A key of the
 -- wrong type makes a command fail: pcall turns that into a "bad data" note, not an abort.
 for _, member in ipairs(members) do
   local key = prefix .. member
@@ -81,13 +112,13 @@ for _, member in ipairs(members) do
   if size == nil then
     note_bad(key, ' is a ' .. redis.call('TYPE', key)['ok'])
   else
+    if mode == 'cold' and size > 0 then size = cold(key, size) end
     if size > 0 and (mode == 'full' or size > most) then
       trim_fully(key)
       size = redis.call('HLEN', key)
     end
     if size == 0 then  -- emptied, or gone already: forget it in the same atomic step
-      redis.call('ZREM', registry, member)
-      removed = removed + 1
+      removed = removed + redis.call('ZREM', registry, member)
     end
   end
 end
