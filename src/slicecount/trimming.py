@@ -1,7 +1,9 @@
-"""The cleaner's Redis operations: trim a chunk, the lease, the cutoffs, old annotations. Pure."""
+"""The cleaner's Redis operations: trim a chunk, the lease, the cutoffs, old annotations, quiet
+writers. Pure. Every script call declares each key it touches (on a cluster: one slot)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from slicecount.batches import Batch, Context, Operation, ScriptCall, pairs
@@ -13,6 +15,8 @@ MODES = ("full", "cold", "incremental")
 "incremental" deletes by name the slices that expired since the last pass."""
 MAX_NAMED = 4000
 """Most slices one trim deletes by name in a hash (past it, listing is as cheap)."""
+QUIET_WRITERS = 1000
+"""Most quiet writers of a shard forgotten in one pass."""
 
 
 @dataclass(frozen=True)
@@ -28,9 +32,9 @@ class Trim:
 
 @dataclass(frozen=True)
 class TrimChunk:
-    """What one call of the trim script did."""
+    """What one call of the trim script did, and the members of the next chunk."""
 
-    next_start: str | None  # the lex cursor to continue from; None when the walk is done
+    following: list[str]  # the next chunk's members (empty: the walk is done)
     scanned: int
     deleted: int
     removed: int
@@ -39,29 +43,33 @@ class TrimChunk:
 
 
 def trim_chunk(
-    ctx: Context, trim: Trim, start: str | None, chunk: int, shard: int = 0
+    ctx: Context, trim: Trim, members: Sequence[str], next_size: int, shard: int = 0
 ) -> Operation[TrimChunk]:
-    """One atomic trim of up to ``chunk`` hashes of ``trim.precision`` from lex cursor ``start``
-    (the cleaner's step): slices before ``trim.cutoff`` or after ``trim.horizon`` go, emptied
-    hashes leave the registry."""
+    """One atomic trim of the hashes of ``members`` (registry members of ``trim.precision`` on
+    ``shard``, in lex order) that also reads the ``next_size`` members after the last one. A
+    walk starts with no members. Slices before ``trim.cutoff`` or after ``trim.horizon`` go,
+    emptied hashes leave the registry in the same step."""
     settings, keys = ctx.settings, ctx.keys
     retention = settings.retention_for(settings.check_precision(trim.precision))
-    if trim.mode not in MODES or chunk < 1 or trim.horizon < trim.cutoff:
+    if trim.mode not in MODES or next_size < 0 or trim.horizon < trim.cutoff:
         raise ConfigurationError(
-            f"trim needs mode {'|'.join(MODES)}, chunk >= 1 and horizon >= cutoff, got "
-            f"{trim.mode!r}, {chunk!r}, {trim.horizon!r} < {trim.cutoff!r}"
+            f"trim needs mode {'|'.join(MODES)}, next_size >= 0 and horizon >= cutoff, got "
+            f"{trim.mode!r}, {next_size!r}, {trim.horizon!r} < {trim.cutoff!r}"
         )
+    if not members and not next_size:
+        return TrimChunk([], 0, 0, 0, 0)
     low, high = keys.lex_range_precision(trim.precision)
+    start = keys.lex_after(members[-1]) if members else low
+    hashes = [keys.counter_for_member(shard, member) for member in members]
     call = ScriptCall(
         "trim",
-        (keys.known(shard),),
-        (keys.counter_prefix(shard), start or low, high, chunk, trim.mode, trim.cutoff,
-         retention, trim.first, trim.precision, trim.horizon, min(retention, MAX_NAMED)),
+        (keys.known(shard), *hashes),
+        (trim.mode, trim.cutoff, retention, min(retention, MAX_NAMED), trim.first,
+         trim.precision, trim.horizon, start, high, next_size, *members),
     )  # fmt: skip
     (reply,) = yield Batch([call])
-    last, scanned, deleted, removed, full, *bad = reply
-    next_start = keys.lex_after(last) if last else None
-    return TrimChunk(next_start, scanned, deleted, removed, full, list(bad))
+    deleted, removed, full, bad, following = reply
+    return TrimChunk(list(following), len(members), deleted, removed, full, list(bad))
 
 
 def acquire_lease(ctx: Context, pass_index: int, owner: str, ttl_ms: int) -> Operation[bool]:
@@ -90,8 +98,16 @@ def save_cleaner_cutoff(ctx: Context, precision: int, cutoff: int) -> Operation[
 
 def forget_writers(ctx: Context, before: float, shard: int = 0) -> Operation[int]:
     """Forget the writers of ``shard`` quiet since ``before`` (epoch seconds); how many."""
-    keys = ctx.keys
-    call = ScriptCall("writers", (keys.writers(shard),), (int(before), keys.writer("", shard)))
+    keys, quiet_since = ctx.keys, int(before)
+    registry = keys.writers(shard)
+    (quiet,) = yield Batch(
+        [("ZRANGEBYSCORE", registry, "-inf", f"({quiet_since}", "LIMIT", 0, QUIET_WRITERS)]
+    )
+    if not quiet:
+        return 0
+    # the script reads each score again: a writer that wrote since this listing is kept
+    written = tuple(keys.writer(writer, shard) for writer in quiet)
+    call = ScriptCall("writers", (registry, *written), (quiet_since, *quiet))
     (forgotten,) = yield Batch([call])
     return int(forgotten)
 

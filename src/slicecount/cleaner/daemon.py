@@ -46,7 +46,7 @@ class ChunkSizer:
 
     def observe(self, hashes: int, elapsed: float) -> None:
         if hashes < self.size // 2:
-            return  # a walk's short tail says little of the rate
+            return  # a walk's first call (a read) or its short tail: says little of the rate
         self.costs.append(elapsed / hashes)
         wanted = TARGET_CALL_SECONDS / max(max(self.costs), 1e-7)
         self.size = int(min(MAX_CHUNK, 2 * self.size, max(MIN_CHUNK, wanted)))
@@ -162,15 +162,17 @@ class Cleaner:
         return stats
 
     def _walk(self, trim: Trim, shard: int, stats: PassStats) -> None:
+        # Each call trims the members the previous one read (the first only reads), so every
+        # key a call touches is named by the client: on a cluster, all in the shard's slot.
         sizes = self.chunks.setdefault((trim.precision, trim.mode), ChunkSizer())
-        start: str | None = None
+        members: list[str] = []
+        next_size = sizes.size
         while True:
             if self.stopping.is_set():
                 stats.interrupted = True
                 return
-            size = sizes.size
             began = time.perf_counter()
-            chunk = self.store.trim_chunk(trim, start, size, shard)
+            chunk = self.store.trim_chunk(trim, members, next_size, shard)
             elapsed = time.perf_counter() - began
             stats.calls += 1
             stats.slowest_call_ms = max(stats.slowest_call_ms, elapsed * 1000)
@@ -181,10 +183,12 @@ class Cleaner:
             if chunk.bad:
                 stats.bad += len(chunk.bad)
                 logger.warning("skipped bad data: %s", "; ".join(chunk.bad))
-            sizes.observe(chunk.scanned, elapsed)
-            if chunk.next_start is None:
+            sizes.observe(len(members), elapsed)
+            if not chunk.following:
                 return
-            start = chunk.next_start
+            # a short read was the registry's end: the next call need not read again
+            next_size = sizes.size if len(chunk.following) == next_size else 0
+            members = chunk.following
 
     def _record(self, stats: PassStats) -> None:
         second = int(stats.now)
