@@ -75,20 +75,26 @@ end
 -- then blocks of 1, 2, 4... while each is all there (the slices retention does not hold yet:
 -- its newest, not written yet). A named slice missing ends the run; older stragglers (a late
 -- write, a sparse series' old slices, a slice past the horizon in a short hash) are left to the
--- sweep. A hash longer than twice retention (its cleaner away that long) is listed instead.
+-- sweep. A hash still longer than retention is listed, and so is one whose run outruns the
+-- window (its cleaner was away longer than retention).
 local function cold(key, size)
   local block = math.max(size - most, 1)
-  if block > window then return size end
   local named, growing = 0, 1
-  while true do
+  while named + block <= window do
     for k = #before + 1, named + block do
       before[k] = string.format('%d', cutoff - k * step)
     end
     local hits = redis.call('HDEL', key, unpack(before, named + 1, named + block))
     deleted, size, named = deleted + hits, size - hits, named + block
-    if hits < block or size == 0 or named >= window then return size end
+    if hits < block or size == 0 then  -- the run ended
+      if size <= most then return size end
+      break
+    end
+    if named == window then break end
     block, growing = math.min(growing, window - named), growing * 2
   end
+  trim_fully(key)
+  return redis.call('HLEN', key)
 end
 
 -- Per hash, the common case is two commands (HLEN, or the expired names then HLEN). A key of
@@ -108,8 +114,9 @@ for i = 2, #KEYS do
   if size == nil then
     note_bad(key, ' is a ' .. redis.call('TYPE', key)['ok'])
   else
-    if mode == 'cold' and size > 0 then size = cold(key, size) end
-    if size > 0 and (mode == 'full' or size > most) then
+    if mode == 'cold' and size > 0 then
+      size = cold(key, size)
+    elseif size > 0 and (mode == 'full' or size > most) then
       trim_fully(key)
       size = redis.call('HLEN', key)
     end
