@@ -170,14 +170,14 @@ def test_argument_checks_run_before_anything_is_sent() -> None:
 
 def test_trim_chunk_declares_every_key_and_reads_the_next_members() -> None:
     trim = trimming.Trim(60, "cold", T0, T0, T0 + 60)
-    sent, chunk = drive(trimming.trim_chunk(CTX, trim, [], 2), [[0, 0, 0, [], ["60:a", "60:b"]]])
+    sent, chunk = drive(trimming.trim_chunk(CTX, trim, [], 2), [[0, 0, 0, [], ["60:a", "60:b"], 40]])
     (call,) = sent[0].commands
     assert isinstance(call, ScriptCall) and call.keys == ("known:",)  # a walk starts reading
     assert call.args[7:] == ("[60:", "(60;", 2)
     assert (chunk.following, chunk.scanned) == (["60:a", "60:b"], 0)
     sent, chunk = drive(
         trimming.trim_chunk(CTX, trim, chunk.following, 3),
-        [[5, 1, 2, ["count:60:x is a string"], ["60:c"]]],
+        [[5, 1, 2, ["count:60:x is a string"], ["60:c"], 1500]],
     )
     (call,) = sent[0].commands
     assert isinstance(call, ScriptCall)
@@ -186,6 +186,7 @@ def test_trim_chunk_declares_every_key_and_reads_the_next_members() -> None:
     assert (chunk.following, chunk.scanned, chunk.deleted, chunk.removed, chunk.bad) == (
         ["60:c"], 2, 5, 1, ["count:60:x is a string"],
     )  # fmt: skip
+    assert chunk.held == 0.0015  # the script's own server time, in seconds
     assert drive(trimming.trim_chunk(CTX, trim, [], 0)) == ([], trimming.TrimChunk([], 0, 0, 0, 0))
     assert drive(trimming.cleaner_cutoffs(CTX), [["60", str(T0), "x", "y"]])[1] == {60: T0}
 

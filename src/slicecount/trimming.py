@@ -40,6 +40,7 @@ class TrimChunk:
     removed: int
     full: int
     bad: list[str] = field(default_factory=list)
+    held: float = 0.0  # seconds the call held Redis (its server time, without the round trip)
 
 
 def trim_chunk(
@@ -68,8 +69,8 @@ def trim_chunk(
          trim.precision, trim.horizon, start, high, next_size, *members),
     )  # fmt: skip
     (reply,) = yield Batch([call])
-    deleted, removed, full, bad, following = reply
-    return TrimChunk(list(following), len(members), deleted, removed, full, list(bad))
+    deleted, removed, full, bad, following, held = reply
+    return TrimChunk(list(following), len(members), deleted, removed, full, list(bad), held / 1e6)
 
 
 def acquire_lease(ctx: Context, pass_index: int, owner: str, ttl_ms: int) -> Operation[bool]:

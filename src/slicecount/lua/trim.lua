@@ -18,7 +18,9 @@
 -- ARGV[7]  horizon: slices after it go (further ahead than writers may write; a future slice
 --          never pushes out one inside retention)
 -- ARGV[8]  lex start of the next chunk   ARGV[9] lex end   ARGV[10] its size (0: none)
--- Returns {fields deleted, hashes removed, full trims, {bad keys...}, {next members...}}
+-- Returns {fields deleted, hashes removed, full trims, {bad keys...}, {next members...},
+-- microseconds it held Redis (what the client sizes chunks by: not its own round trip)}
+local started = redis.call('TIME')
 local registry = KEYS[1]
 local mode, cutoff, most = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local window, first, step = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
@@ -130,4 +132,6 @@ local following = {}
 if next_size > 0 then
   following = redis.call('ZRANGEBYLEX', registry, ARGV[8], ARGV[9], 'LIMIT', 0, next_size)
 end
-return {deleted, removed, full, bad, following}
+local ended = redis.call('TIME')
+local held = (ended[1] - started[1]) * 1000000 + (ended[2] - started[2])
+return {deleted, removed, full, bad, following, held}
