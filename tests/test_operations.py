@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from redis.crc import key_slot
 
 from slicecount import annotating, reading, trimming, writing
 from slicecount.batches import Batch, Context, Operation, ScriptCall
@@ -170,7 +171,9 @@ def test_argument_checks_run_before_anything_is_sent() -> None:
 
 def test_trim_chunk_declares_every_key_and_reads_the_next_members() -> None:
     trim = trimming.Trim(60, "cold", T0, T0, T0 + 60)
-    sent, chunk = drive(trimming.trim_chunk(CTX, trim, [], 2), [[0, 0, 0, [], ["60:a", "60:b"], 40]])
+    sent, chunk = drive(
+        trimming.trim_chunk(CTX, trim, [], 2), [[0, 0, 0, [], ["60:a", "60:b"], 40]]
+    )
     (call,) = sent[0].commands
     assert isinstance(call, ScriptCall) and call.keys == ("known:",)  # a walk starts reading
     assert call.args[7:] == ("[60:", "(60;", 2)
@@ -200,6 +203,24 @@ def test_forget_writers_lists_then_declares_each_writers_key() -> None:
     assert isinstance(call, ScriptCall)
     assert (call.keys, call.args) == (("writers:", "writer:w1", "writer:w2"), (T0, "w1", "w2"))
     assert forgotten == 1
+
+
+def test_every_key_of_a_cleaner_script_call_is_in_its_shards_slot() -> None:
+    sharded = Context.of(Settings(precisions=(1, 60), shards=64), clock=lambda: T0)
+    trim = trimming.Trim(60, "full", T0, T0, T0)
+    for shard in (0, 17, 63):
+        members = ["60:a", '60:b{x="1"}', "60:c"]
+        (batch,), _ = drive(
+            trimming.trim_chunk(sharded, trim, members, 2, shard), [[0, 0, 0, [], [], 9]]
+        )
+        (call,) = batch.commands
+        assert isinstance(call, ScriptCall) and len(call.keys) == 4
+        assert call.keys[1] == f"count:{{{shard}}}:60:a"
+        assert {key_slot(key.encode()) for key in call.keys} == {key_slot(f"{{{shard}}}".encode())}
+        sent, _ = drive(trimming.forget_writers(sharded, T0, shard), [["w1", "w2"]], [2])
+        (call,) = sent[1].commands
+        assert isinstance(call, ScriptCall) and len(call.keys) == 3
+        assert len({key_slot(key.encode()) for key in call.keys}) == 1
 
 
 def test_annotations_round_trip_through_json() -> None:
