@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from redis.crc import key_slot
 
 from slicecount import annotating, reading, trimming, writing
 from slicecount.batches import Batch, Context, Operation, ScriptCall
@@ -160,23 +161,66 @@ def test_argument_checks_run_before_anything_is_sent() -> None:
         writing.incr(CTX, "bad name"),
         writing.incr(CTX, "a", now=-1),
         annotating.annotate(CTX, ""),
-        trimming.trim_chunk(CTX, 60, None, 0, "full", T0, T0, T0),
+        trimming.trim_chunk(CTX, trimming.Trim(60, "full", T0, T0, T0 - 60), [], 8),
+        trimming.trim_chunk(CTX, trimming.Trim(60, "other", T0, T0, T0), [], 8),
+        trimming.trim_chunk(CTX, trimming.Trim(7, "full", T0, T0, T0), [], 8),
     ):
         with pytest.raises(ValueError):
             next(operation)
 
 
-def test_trim_chunk_calls_the_script_and_continues_after_the_last_member() -> None:
+def test_trim_chunk_declares_every_key_and_reads_the_next_members() -> None:
+    trim = trimming.Trim(60, "cold", T0, T0, T0 + 60)
     sent, chunk = drive(
-        trimming.trim_chunk(CTX, 60, None, 2, "full", T0, T0, T0 + 60),
-        [["60:b", 2, 5, 1, 2, "count:60:x is a string"]],
+        trimming.trim_chunk(CTX, trim, [], 2), [[0, 0, 0, [], ["60:a", "60:b"], 40]]
     )
     (call,) = sent[0].commands
-    assert isinstance(call, ScriptCall) and call.keys == ("known:",)
-    assert (chunk.next_start, chunk.scanned, chunk.deleted, chunk.bad) == (
-        "(60:b", 2, 5, ["count:60:x is a string"],
+    assert isinstance(call, ScriptCall) and call.keys == ("known:",)  # a walk starts reading
+    assert call.args[7:] == ("[60:", "(60;", 2)
+    assert (chunk.following, chunk.scanned) == (["60:a", "60:b"], 0)
+    sent, chunk = drive(
+        trimming.trim_chunk(CTX, trim, chunk.following, 3),
+        [[5, 1, 2, ["count:60:x is a string"], ["60:c"], 1500]],
+    )
+    (call,) = sent[0].commands
+    assert isinstance(call, ScriptCall)
+    assert call.keys == ("known:", "count:60:a", "count:60:b")
+    assert call.args[7:] == ("(60:b", "(60;", 3, "60:a", "60:b")
+    assert (chunk.following, chunk.scanned, chunk.deleted, chunk.removed, chunk.bad) == (
+        ["60:c"], 2, 5, 1, ["count:60:x is a string"],
     )  # fmt: skip
+    assert chunk.held == 0.0015  # the script's own server time, in seconds
+    assert drive(trimming.trim_chunk(CTX, trim, [], 0)) == ([], trimming.TrimChunk([], 0, 0, 0, 0))
     assert drive(trimming.cleaner_cutoffs(CTX), [["60", str(T0), "x", "y"]])[1] == {60: T0}
+
+
+def test_forget_writers_lists_then_declares_each_writers_key() -> None:
+    sent, forgotten = drive(trimming.forget_writers(CTX, T0), [[]])
+    assert forgotten == 0 and len(sent) == 1  # nobody quiet: no script call
+    sent, forgotten = drive(trimming.forget_writers(CTX, T0 + 0.7), [["w1", "w2"]], [1])
+    assert plain(sent[0]) == [("ZRANGEBYSCORE", "writers:", "-inf", f"({T0}", "LIMIT", 0, 1000)]
+    (call,) = sent[1].commands
+    assert isinstance(call, ScriptCall)
+    assert (call.keys, call.args) == (("writers:", "writer:w1", "writer:w2"), (T0, "w1", "w2"))
+    assert forgotten == 1
+
+
+def test_every_key_of_a_cleaner_script_call_is_in_its_shards_slot() -> None:
+    sharded = Context.of(Settings(precisions=(1, 60), shards=64), clock=lambda: T0)
+    trim = trimming.Trim(60, "full", T0, T0, T0)
+    for shard in (0, 17, 63):
+        members = ["60:a", '60:b{x="1"}', "60:c"]
+        (batch,), _ = drive(
+            trimming.trim_chunk(sharded, trim, members, 2, shard), [[0, 0, 0, [], [], 9]]
+        )
+        (call,) = batch.commands
+        assert isinstance(call, ScriptCall) and len(call.keys) == 4
+        assert call.keys[1] == f"count:{{{shard}}}:60:a"
+        assert {key_slot(key.encode()) for key in call.keys} == {key_slot(f"{{{shard}}}".encode())}
+        sent, _ = drive(trimming.forget_writers(sharded, T0, shard), [["w1", "w2"]], [2])
+        (call,) = sent[1].commands
+        assert isinstance(call, ScriptCall) and len(call.keys) == 3
+        assert len({key_slot(key.encode()) for key in call.keys}) == 1
 
 
 def test_annotations_round_trip_through_json() -> None:

@@ -89,10 +89,6 @@ class KeySpace:
             return f"{self.prefix}count:{member}"
         return f"{self.prefix}count:{{{shard}}}:{member}"
 
-    def counter_prefix(self, shard: int = 0) -> str:
-        """What ``counter_for_member`` puts before a registry member (for the trim script)."""
-        return self.counter_for_member(shard, "")
-
     def layout(self, series_id: str, precisions: tuple[int, ...]) -> Layout:
         """The registry of a series and its counter at each precision (cached: the write path
         asks for the same series at every flush)."""

@@ -1,63 +1,76 @@
-"""The cleaner's Redis operations: trim a chunk, the lease, the cutoffs, old annotations. Pure."""
+"""The cleaner's Redis operations: trim a chunk, the lease, the cutoffs, old annotations, quiet
+writers. Pure. Every script call declares each key it touches (on a cluster: one slot)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from slicecount.batches import Batch, Context, Operation, ScriptCall, pairs
 from slicecount.errors import ConfigurationError
 
-MODES = ("full", "incremental")
-""""full": list every hash's fields; "incremental": delete the slices expired since by name."""
+MODES = ("full", "cold", "incremental")
+"""How a trim finds the slices to delete (see ``lua/trim.lua``): "full" lists every hash;
+"cold" (no usable previous cutoff) deletes by name the run of slices right before the cutoff;
+"incremental" deletes by name the slices that expired since the last pass."""
+MAX_NAMED = 4000
+"""Most slices one trim deletes by name in a hash (past it, listing is as cheap)."""
+QUIET_WRITERS = 1000
+"""Most quiet writers of a shard forgotten in one pass."""
+
+
+@dataclass(frozen=True)
+class Trim:
+    """How to trim one precision this pass."""
+
+    precision: int
+    mode: str  # one of MODES
+    cutoff: int  # slices older than this go
+    first: int  # incremental: the first slice that expired since the last pass
+    horizon: int  # slices after this go: further ahead than a writer may write (max_future)
 
 
 @dataclass(frozen=True)
 class TrimChunk:
-    """What one call of the trim script did."""
+    """What one call of the trim script did, and the members of the next chunk."""
 
-    next_start: str | None  # the lex cursor to continue from; None when the walk is done
+    following: list[str]  # the next chunk's members (empty: the walk is done)
     scanned: int
     deleted: int
     removed: int
     full: int
     bad: list[str] = field(default_factory=list)
+    held: float = 0.0  # seconds the call held Redis (its server time, without the round trip)
 
 
 def trim_chunk(
-    ctx: Context,
-    precision: int,
-    start: str | None,
-    chunk: int,
-    mode: str,
-    cutoff: int,
-    first: int,
-    horizon: int,
-    shard: int = 0,
+    ctx: Context, trim: Trim, members: Sequence[str], next_size: int, shard: int = 0
 ) -> Operation[TrimChunk]:
-    """One atomic trim of up to ``chunk`` hashes of ``precision`` from lex cursor ``start``
-    (the cleaner's step): slices before ``cutoff`` or after ``horizon`` go, emptied hashes leave
-    the registry."""
-    ctx.settings.check_precision(precision)
-    if mode not in MODES or chunk < 1 or horizon < cutoff:
+    """One atomic trim of the hashes of ``members`` (registry members of ``trim.precision`` on
+    ``shard``, in lex order) that also reads the ``next_size`` members after the last one. A
+    walk starts with no members. Slices before ``trim.cutoff`` or after ``trim.horizon`` go,
+    emptied hashes leave the registry in the same step."""
+    settings, keys = ctx.settings, ctx.keys
+    retention = settings.retention_for(settings.check_precision(trim.precision))
+    if trim.mode not in MODES or next_size < 0 or trim.horizon < trim.cutoff:
         raise ConfigurationError(
-            f"trim needs mode full|incremental, chunk >= 1 and horizon >= cutoff, got {mode!r}, "
-            f"{chunk!r}, {horizon!r} < {cutoff!r}"
+            f"trim needs mode {'|'.join(MODES)}, next_size >= 0 and horizon >= cutoff, got "
+            f"{trim.mode!r}, {next_size!r}, {trim.horizon!r} < {trim.cutoff!r}"
         )
-    keys = ctx.keys
-    low, high = keys.lex_range_precision(precision)
-    # a hash longer than retention holds slices from before the cutoff (a late write or a
-    # backfill: HDEL by name would miss them) or ahead of the clock: list it in full
-    most = ctx.settings.retention_for(precision)
+    if not members and not next_size:
+        return TrimChunk([], 0, 0, 0, 0)
+    low, high = keys.lex_range_precision(trim.precision)
+    start = keys.lex_after(members[-1]) if members else low
+    hashes = [keys.counter_for_member(shard, member) for member in members]
     call = ScriptCall(
         "trim",
-        (keys.known(shard),),
-        (keys.counter_prefix(shard), start or low, high, chunk, mode, cutoff, most, first,
-         precision, horizon),
+        (keys.known(shard), *hashes),
+        (trim.mode, trim.cutoff, retention, min(retention, MAX_NAMED), trim.first,
+         trim.precision, trim.horizon, start, high, next_size, *members),
     )  # fmt: skip
     (reply,) = yield Batch([call])
-    last, scanned, deleted, removed, full, *bad = reply
-    next_start = keys.lex_after(last) if last else None
-    return TrimChunk(next_start, scanned, deleted, removed, full, list(bad))
+    deleted, removed, full, bad, following, held = reply
+    return TrimChunk(list(following), len(members), deleted, removed, full, list(bad), held / 1e6)
 
 
 def acquire_lease(ctx: Context, pass_index: int, owner: str, ttl_ms: int) -> Operation[bool]:
@@ -86,8 +99,16 @@ def save_cleaner_cutoff(ctx: Context, precision: int, cutoff: int) -> Operation[
 
 def forget_writers(ctx: Context, before: float, shard: int = 0) -> Operation[int]:
     """Forget the writers of ``shard`` quiet since ``before`` (epoch seconds); how many."""
-    keys = ctx.keys
-    call = ScriptCall("writers", (keys.writers(shard),), (int(before), keys.writer("", shard)))
+    keys, quiet_since = ctx.keys, int(before)
+    registry = keys.writers(shard)
+    (quiet,) = yield Batch(
+        [("ZRANGEBYSCORE", registry, "-inf", f"({quiet_since}", "LIMIT", 0, QUIET_WRITERS)]
+    )
+    if not quiet:
+        return 0
+    # the script reads each score again: a writer that wrote since this listing is kept
+    written = tuple(keys.writer(writer, shard) for writer in quiet)
+    call = ScriptCall("writers", (registry, *written), (quiet_since, *quiet))
     (forgotten,) = yield Batch([call])
     return int(forgotten)
 

@@ -101,7 +101,10 @@ def test_steady_passes_delete_only_what_expired(store: Store, redis_client: redi
     store.apply({f"m{i}": {NOW - k: 1 for k in range(200)} for i in range(20)})
     cleaner = Cleaner(store, clock=lambda: NOW + 1, sweep_every=10**9)
     first = cleaner.run_once(every_precision=True)
-    assert first is not None and first.full == 20 * 7
+    # cold, by name, no listing: each 1 s hash is 200 slices long, so the 80 before the cutoff
+    # go, then the run goes on (the current slice is not written yet: 81 had expired); the
+    # other precisions are within retention (one name probed each, not there)
+    assert first is not None and (first.full, first.deleted) == (0, 20 * 81)
     cleaner.clock = lambda: NOW + 61
     second = cleaner.run_once()
     assert second is not None and second.full == 0 and second.precisions == [1, 5, 60]
@@ -120,6 +123,52 @@ def test_late_writes_are_caught_by_the_length_check_and_the_sweep(store: Store) 
     cleaner.clock = lambda: NOW + 60
     cleaner.run_once()
     assert min(s for s, _ in store.get("late", 1)) >= oldest_kept(1, 120, NOW + 60)
+
+
+def test_a_cold_pass_names_the_run_before_the_cutoff_and_leaves_stragglers_to_the_sweep(
+    settings: Settings, redis_client: redis.Redis
+) -> None:
+    with Store(settings.with_changes(precisions=(1,))) as store:
+        store.apply({
+            "busy": {NOW - k: 1 for k in range(200)},  # 80 slices past retention
+            "lagging": {NOW - k: 1 for k in range(2, 131)},  # newest 2 not written: 11 expired
+            "gapped": {**{NOW - k: 1 for k in range(125)}, NOW - 200: 1},  # 5 + 1 straggler
+            "sparse": {NOW - 500: 1, NOW - 300: 1, NOW - 10: 1},
+            "ahead": {NOW - k: 1 for k in range(51)},
+            "expired": {NOW - 120: 1},
+            "ended": {NOW - k: 1 for k in range(120, 290)},  # a run longer than retention
+        })  # fmt: skip
+        redis_client.hset("count:1:ahead", str(NOW + 3600), 1)  # past the horizon (NOW + 300)
+        cleaner = Cleaner(store, interval=1, clock=lambda: NOW, sweep_every=10**9)
+        cold = cleaner.run_once()
+        assert cold is not None and cold.precisions == [1]
+
+        def kept(name: str) -> list[int]:
+            return [start for start, _ in store.get(name, 1)]
+
+        within = list(range(NOW - 119, NOW + 1))
+        assert kept("busy") == within and kept("lagging") == within[:-2]
+        # a hash still longer than retention once its run is gone is listed: exact
+        assert kept("gapped") == within
+        # a short hash keeps what is not next to the cutoff: old slices, a far-future one
+        assert kept("sparse") == [NOW - 500, NOW - 300, NOW - 10]
+        assert kept("ahead") == [*range(NOW - 50, NOW + 1), NOW + 3600]
+        # emptied: by name, or listed once its run outran the window (retention)
+        assert store.series("expired", 1) == store.series("ended", 1) == []
+        assert (cold.removed, cold.full) == (2, 2)
+        assert (cold.deleted, cold.hashes) == (80 + 11 + 5 + 1 + 1 + 170, 7)
+        cleaner.clock = lambda: NOW + 10
+        steady = cleaner.run_once()  # incremental: only what expired in these 10 s, by name
+        assert steady is not None and (steady.full, steady.deleted) == (0, 3 * 10)
+        assert kept("sparse") == [NOW - 500, NOW - 300, NOW - 10]
+        assert kept("ahead")[-1] == NOW + 3600
+        cleaner.clock, cleaner.sweep_every = (lambda: NOW + 20), 1
+        sweep = cleaner.run_once()  # lists every hash: the stragglers go
+        assert sweep is not None and sweep.full == sweep.hashes > 5
+        assert kept("sparse") == [NOW - 10]
+        assert kept("ahead") == list(range(NOW - 50, NOW + 1))
+        assert kept("busy") == kept("gapped") == list(range(NOW - 99, NOW + 1))
+        assert orphans(redis_client) == []
 
 
 def test_a_lease_elects_one_cleaner_per_pass(settings: Settings) -> None:

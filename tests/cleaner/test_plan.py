@@ -27,7 +27,7 @@ def test_the_books_schedule() -> None:
 def test_trim_modes() -> None:
     now = 1_700_000_000
     cutoff = now - now % 60 - 119 * 60
-    assert plan_trim(SETTINGS, 60, now, None, sweep=False).mode == "full"  # type: ignore[union-attr]
+    assert plan_trim(SETTINGS, 60, now, None, sweep=False).mode == "cold"  # type: ignore[union-attr]
     assert plan_trim(SETTINGS, 60, now, cutoff, sweep=False) is None  # nothing expired
     inc = plan_trim(SETTINGS, 60, now, cutoff - 120, sweep=False)
     assert inc is not None and (inc.mode, inc.first, inc.cutoff) == (
@@ -36,8 +36,9 @@ def test_trim_modes() -> None:
         cutoff,
     )
     assert plan_trim(SETTINGS, 60, now, cutoff - 120, sweep=True).mode == "full"  # type: ignore[union-attr]
-    assert plan_trim(SETTINGS, 60, now, cutoff + 60, sweep=False).mode == "full"  # type: ignore[union-attr]  # clock went back
-    assert plan_trim(SETTINGS, 60, now, cutoff - 200 * 60, sweep=False).mode == "full"  # type: ignore[union-attr]  # long gap
+    assert plan_trim(SETTINGS, 60, now, cutoff + 60, sweep=False).mode == "cold"  # type: ignore[union-attr]  # clock went back
+    assert plan_trim(SETTINGS, 60, now, cutoff - 200 * 60, sweep=False).mode == "cold"  # type: ignore[union-attr]  # long gap
+    assert plan_trim(SETTINGS, 60, now, None, sweep=True).mode == "full"  # type: ignore[union-attr]
 
 
 def test_annotations_live_as_long_as_the_longest_retention() -> None:

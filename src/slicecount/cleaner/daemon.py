@@ -7,6 +7,7 @@ import os
 import socket
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -27,8 +28,29 @@ logger = logging.getLogger("slicecount.cleaner")
 DEFAULT_INTERVAL = 60.0
 """Seconds between passes (the book's value)."""
 TARGET_CALL_SECONDS = 0.002
-"""Aim of the adaptive chunk size: one trim call should block Redis about this long."""
+"""Aim of the adaptive chunk size: one trim call should hold Redis about this long (its server
+time, which the script measures: the round trip blocks no one else)."""
 MIN_CHUNK, MAX_CHUNK, FIRST_CHUNK = 4, 5000, 8
+RECENT_CALLS = 8
+"""Chunks are sized by the slowest per-hash cost of this many recent calls."""
+
+
+class ChunkSizer:
+    """How many hashes the next trim call of one (precision, mode) takes: so that the slowest
+    of the recent calls, at its cost per hash, would have blocked Redis TARGET_CALL_SECONDS.
+    Sizing by the slowest, not the last, keeps a lucky fast call from doubling the next one
+    into a stall; growth is at most 2x per call (start small, learn the rate)."""
+
+    def __init__(self) -> None:
+        self.size = FIRST_CHUNK
+        self.costs: deque[float] = deque(maxlen=RECENT_CALLS)  # seconds per hash
+
+    def observe(self, hashes: int, held: float) -> None:
+        if hashes < self.size // 2:
+            return  # a walk's first call (a read) or its short tail: says little of the rate
+        self.costs.append(held / hashes)
+        wanted = TARGET_CALL_SECONDS / max(max(self.costs), 1e-7)
+        self.size = int(min(MAX_CHUNK, 2 * self.size, max(MIN_CHUNK, wanted)))
 
 
 @dataclass
@@ -44,7 +66,8 @@ class PassStats:
     full: int = 0
     bad: int = 0
     calls: int = 0
-    slowest_call_ms: float = 0.0
+    slowest_call_ms: float = 0.0  # round trip, as the cleaner waited for it
+    longest_hold_ms: float = 0.0  # server time: how long one call kept Redis from others
     annotations: int = 0
     writers: int = 0
     seconds: float = 0.0
@@ -87,7 +110,7 @@ class Cleaner:
         self.sweep_every = max(1, sweep_every)
         self.owner = owner or f"{socket.gethostname()}:{os.getpid()}"
         # per (precision, mode): a 1 s hash costs far more to trim than a 1 day one
-        self.chunks: dict[tuple[int, str], int] = {}
+        self.chunks: dict[tuple[int, str], ChunkSizer] = {}
         self.stopping = threading.Event()
 
     def stop(self) -> None:
@@ -133,28 +156,30 @@ class Cleaner:
         logger.info(
             "pass %d%s: precisions %s, %d hashes, %d fields deleted, %d hashes forgotten, "
             "%d full trims, %d bad keys, %d annotations, %d writers forgotten, %d calls "
-            "(slowest %.1f ms), %.2f s",
+            "(slowest %.1f ms, held Redis %.1f ms at most), %.2f s",
             index, " (interrupted)" if stats.interrupted else "", stats.precisions,
             stats.hashes, stats.deleted, stats.removed, stats.full, stats.bad,
-            stats.annotations, stats.writers, stats.calls, stats.slowest_call_ms, stats.seconds,
+            stats.annotations, stats.writers, stats.calls, stats.slowest_call_ms,
+            stats.longest_hold_ms, stats.seconds,
         )  # fmt: skip
         return stats
 
     def _walk(self, trim: Trim, shard: int, stats: PassStats) -> None:
-        precision, mode = trim.precision, trim.mode
-        start: str | None = None
+        # Each call trims the members the previous one read (the first only reads), so every
+        # key a call touches is named by the client: on a cluster, all in the shard's slot.
+        sizes = self.chunks.setdefault((trim.precision, trim.mode), ChunkSizer())
+        members: list[str] = []
+        next_size = sizes.size
         while True:
             if self.stopping.is_set():
                 stats.interrupted = True
                 return
-            size = self.chunks.get((precision, mode), FIRST_CHUNK)
             began = time.perf_counter()
-            chunk = self.store.trim_chunk(
-                precision, start, size, mode, trim.cutoff, trim.first, trim.horizon, shard
-            )
+            chunk = self.store.trim_chunk(trim, members, next_size, shard)
             elapsed = time.perf_counter() - began
             stats.calls += 1
             stats.slowest_call_ms = max(stats.slowest_call_ms, elapsed * 1000)
+            stats.longest_hold_ms = max(stats.longest_hold_ms, chunk.held * 1000)
             stats.hashes += chunk.scanned
             stats.deleted += chunk.deleted
             stats.removed += chunk.removed
@@ -162,20 +187,12 @@ class Cleaner:
             if chunk.bad:
                 stats.bad += len(chunk.bad)
                 logger.warning("skipped bad data: %s", "; ".join(chunk.bad))
-            self.chunks[(precision, mode)] = self._adapt(size, elapsed, chunk.scanned)
-            if chunk.next_start is None:
+            sizes.observe(len(members), chunk.held)
+            if not chunk.following:
                 return
-            start = chunk.next_start
-
-    @staticmethod
-    def _adapt(size: int, elapsed: float, scanned: int) -> int:
-        """The next chunk size, so that one call blocks Redis about TARGET_CALL_SECONDS."""
-        if scanned < size:
-            return size  # a short last chunk says nothing about the rate
-        wanted = size * TARGET_CALL_SECONDS / max(elapsed, 1e-4)
-        # move halfway (geometric) to damp noise, and at most double: start small, grow
-        step = min(2 * size, (size * wanted) ** 0.5)
-        return int(min(MAX_CHUNK, max(MIN_CHUNK, step)))
+            # a short read was the registry's end: the next call need not read again
+            next_size = sizes.size if len(chunk.following) == next_size else 0
+            members = chunk.following
 
     def _record(self, stats: PassStats) -> None:
         second = int(stats.now)
