@@ -116,12 +116,15 @@ def test_a_new_event_loop_per_request_still_counts_exactly(settings: Settings) -
     with Limiter(settings, deadline=1.0) as limiter:
         limits = slicecount.throttle.parse_limits("3/minute")
 
-        async def one() -> bool:
-            return (await limiter.check_async(limits, "loop")).allowed
+        async def one(last: bool = False) -> bool:
+            allowed = (await limiter.check_async(limits, "loop")).allowed
+            if last:
+                await limiter.aclose()  # the connections of the loop still running
+            return allowed
 
-        answers = [asyncio.run(one()) for _ in range(5)]  # every run a new loop
+        answers = [asyncio.run(one(last=i == 4)) for i in range(5)]  # every run a new loop
         assert answers == [True] * 3 + [False] * 2
-    gc.collect()  # here, under this test's filters, not in a later test
+    gc.collect()  # the earlier loops' connections: here, under this test's filters
 
 
 @pytest.mark.parametrize(
