@@ -22,7 +22,7 @@ from slicecount.store import Store
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
-N = 20_000
+N = 8_000  # per server: enough for every worker to flush many times and to interleave
 THREADS = 8
 
 Request = tuple[str, str, str, int]  # method, path, expected route label, expected status
