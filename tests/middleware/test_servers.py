@@ -141,6 +141,22 @@ def run_server(
     return process
 
 
+def gunicorn(port: int, worker: str = "sync", *extra: str) -> list[str]:
+    """The example Flask app under gunicorn, 4 workers."""
+    return [
+        str(BIN / "gunicorn"), "-w", "4", "-k", worker, *extra,
+        "-b", f"127.0.0.1:{port}", "-c", "examples/gunicorn.conf.py", "flask_app:app",
+    ]  # fmt: skip
+
+
+def uvicorn(port: int) -> list[str]:
+    """The example Starlette app under uvicorn."""
+    return [
+        sys.executable, "-m", "uvicorn", "starlette_app:app",
+        "--host", "127.0.0.1", "--port", str(port), "--no-access-log",
+    ]  # fmt: skip
+
+
 def stop_gracefully(process: subprocess.Popen[bytes]) -> None:
     process.send_signal(signal.SIGTERM)
     # uvicorn re-raises the signal once its graceful shutdown is done: -SIGTERM is clean too.
@@ -167,11 +183,7 @@ def test_flask_under_gunicorn_counts_every_request(
     server_redis: EmbeddedRedis, tmp_path: Path, worker: str, extra: list[str]
 ) -> None:
     port = free_port()
-    command = [
-        str(BIN / "gunicorn"), "-w", "4", "-k", worker, *extra,
-        "-b", f"127.0.0.1:{port}", "-c", "examples/gunicorn.conf.py", "flask_app:app",
-    ]  # fmt: skip
-    process = run_server(command, server_redis.url, port, tmp_path)
+    process = run_server(gunicorn(port, worker, *extra), server_redis.url, port, tmp_path)
     try:
         expected = load(port, flask_plan, N)
     finally:
@@ -183,11 +195,7 @@ def test_starlette_under_uvicorn_counts_every_request(
     server_redis: EmbeddedRedis, tmp_path: Path
 ) -> None:
     port = free_port()
-    command = [
-        sys.executable, "-m", "uvicorn", "starlette_app:app",
-        "--host", "127.0.0.1", "--port", str(port), "--no-access-log",
-    ]  # fmt: skip
-    process = run_server(command, server_redis.url, port, tmp_path)
+    process = run_server(uvicorn(port), server_redis.url, port, tmp_path)
     try:
         expected = load(port, starlette_plan, N)
     finally:

@@ -6,28 +6,27 @@ from __future__ import annotations
 
 import http.client
 import itertools
-import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from slicecount.embedded import EmbeddedRedis, free_port
 from slicecount.store import Store
+from tests.middleware import test_servers
 from tests.middleware.helpers import total
-from tests.middleware.test_servers import BIN, run_server, stop_gracefully
+from tests.middleware.test_servers import (
+    gunicorn,
+    run_server,
+    stop_gracefully,
+    uvicorn,
+)
 
 pytestmark = pytest.mark.slow
+server_redis = test_servers.server_redis  # the fixture: a redis-server of the test's own
 WINDOWS, BURST, THREADS = 10, 15, 5
-
-
-@pytest.fixture
-def server_redis() -> Iterator[EmbeddedRedis]:
-    with EmbeddedRedis() as server:
-        yield server
 
 
 def bursts(port: int, windows: int) -> list[Counter[int]]:
@@ -79,13 +78,6 @@ def check_throttled(redis_url: str, seen: list[Counter[int]]) -> None:
         assert total(store, "slicecount.throttle.errors", 86400) == 0
 
 
-def gunicorn(port: int) -> list[str]:
-    return [
-        str(BIN / "gunicorn"), "-w", "4", "-k", "sync", "-b", f"127.0.0.1:{port}",
-        "-c", "examples/gunicorn.conf.py", "flask_app:app",
-    ]  # fmt: skip
-
-
 def test_flask_under_gunicorn_admits_exactly_ten_a_window(
     server_redis: EmbeddedRedis, tmp_path: Path
 ) -> None:
@@ -115,10 +107,6 @@ def test_starlette_under_uvicorn_admits_exactly_ten_a_window(
     server_redis: EmbeddedRedis, tmp_path: Path
 ) -> None:
     port = free_port()
-    command = [
-        sys.executable, "-m", "uvicorn", "starlette_app:app",
-        "--host", "127.0.0.1", "--port", str(port), "--no-access-log",
-    ]  # fmt: skip
-    seen = serve(command, server_redis.url, port, tmp_path)
+    seen = serve(uvicorn(port), server_redis.url, port, tmp_path)
     assert [(s[200], s[429]) for s in seen] == [(10, 5)] * WINDOWS
     check_throttled(server_redis.url, seen)
