@@ -37,7 +37,7 @@ RECENT_CALLS = 8
 
 class ChunkSizer:
     """How many hashes the next trim call of one (precision, mode) takes: so that the slowest
-    of the recent calls, at its cost per hash, would have blocked Redis TARGET_CALL_SECONDS.
+    of the recent calls, at its cost per hash, would have held Redis TARGET_CALL_SECONDS.
     Sizing by the slowest, not the last, keeps a lucky fast call from doubling the next one
     into a stall; growth is at most 2x per call (start small, learn the rate)."""
 
