@@ -31,6 +31,11 @@ DEFAULT_MAX_FUTURE = 300.0
 further ahead is refused, so no far-future slice can outlive retention."""
 DEFAULT_SOCKET_TIMEOUT = 5.0
 """Seconds a Redis call may take before it counts as failed (the flusher retries later)."""
+UNIQUE_MIN_PRECISION = 60
+"""Unique counts are kept, by default, at the precisions from this one up: a HyperLogLog costs
+up to 12 kB per slice, a hash field a few bytes."""
+DEFAULT_UNIQUE_EXACT_CAP = 1000
+"""Values an exact-mode slice lists before it counts by its HyperLogLog alone."""
 DEFAULT_THROTTLE_DEADLINE = 0.005
 """Seconds a rate-limit check waits on Redis (a few ms: a request must not wait longer)."""
 
@@ -116,6 +121,19 @@ def parse_retention(value: object, precisions: tuple[int, ...]) -> Mapping[int, 
     return MappingProxyType({p: per_precision.get(p, default) for p in precisions})
 
 
+def _unique_precisions(value: object, precisions: tuple[int, ...]) -> tuple[int, ...]:
+    if value is None or value == "":
+        coarse = tuple(p for p in precisions if p >= UNIQUE_MIN_PRECISION)
+        return coarse or precisions[-1:]
+    chosen = parse_precisions(value)
+    missing = [p for p in chosen if p not in precisions]
+    if missing:
+        raise ConfigurationError(
+            f"unique_precisions {missing} are not among the precisions {precisions}"
+        )
+    return chosen
+
+
 def validate_url(url: object) -> str:
     """Return ``url`` if its scheme is one slicecount can connect with, else raise naming it."""
     if not isinstance(url, str) or not url:
@@ -147,6 +165,11 @@ class Settings:
     refused, failing closed): a Redis down or paused costs a request about this much."""
     throttle_strategy: str = "fixed"
     """"fixed" windows (the seed's) or "sliding" (the previous window weighted in)."""
+    unique_precisions: tuple[int, ...] | str | None = None
+    """Precisions of the unique counts (a subset of ``precisions``); None: those of
+    ``UNIQUE_MIN_PRECISION`` s and coarser (the coarsest if none is)."""
+    unique_exact_cap: int = DEFAULT_UNIQUE_EXACT_CAP
+    """Values listed per slice in exact mode; past it the slice counts by its HyperLogLog."""
     _retention: Mapping[int, int] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -179,6 +202,8 @@ class Settings:
                 "would span slots)"
             )
         set_(self, "shards", shards)
+        set_(self, "unique_precisions", _unique_precisions(self.unique_precisions, precisions))
+        set_(self, "unique_exact_cap", _int("unique_exact_cap", self.unique_exact_cap))
         set_(self, "max_pending", _int("max_pending", self.max_pending))
         set_(
             self, "max_series_per_metric", _int("max_series_per_metric", self.max_series_per_metric)
@@ -229,4 +254,7 @@ class Settings:
                 p: self._retention.get(p, DEFAULT_RETENTION)
                 for p in parse_precisions(changes["precisions"])
             }
+        if "precisions" in changes and "unique_precisions" not in changes:
+            kept = set(parse_precisions(changes["precisions"]))
+            changes["unique_precisions"] = [p for p in self.unique_precisions if p in kept] or None
         return replace(self, **changes)

@@ -10,6 +10,14 @@ With ``shards = S > 1`` the registry splits into ``P known:{s}`` and hashes beco
 its registry, so every multi-key operation stays inside one slot. (crc32 was lumpy over ids that
 differ by a counter: 3 000 such series fell 1 010/1 081/909 over three cluster masters.)
 
+A unique series (distinct values per slice; sharded: ``{s}`` after the first colon, as above)::
+
+    P unique:<prec>:<series>:<start>    HLL (STRING)  the slice's values, expiring after retention
+    P members:<prec>:<series>:<start>   SET  exact mode: up to the cap + 1 values, expiring too
+    P uniques:                          ZSET  member <prec>:<series>, score = when its newest
+                                              slice expires (members past it are stale)
+    P scratch:<token>                   HLL  a union being computed (deleted in the same call)
+
 A rate limit's hits (whatever the shard count: the identity is the hash tag)::
 
     P throttle:{<identity>}:<amount>/<seconds>:<window>   STRING  hits, expiring by itself
@@ -48,6 +56,31 @@ class Member(NamedTuple):
     series_id: str
 
 
+class UniqueSlot(NamedTuple):
+    """One unique series at one precision: its registry member and its keys' common start."""
+
+    precision: int
+    member: str
+    hll_base: str
+    set_base: str
+
+    def hll(self, start: int) -> str:
+        """The HyperLogLog of the slice starting at ``start``."""
+        return f"{self.hll_base}{start}"
+
+    def members(self, start: int) -> str:
+        """The exact-mode SET of the slice starting at ``start``."""
+        return f"{self.set_base}{start}"
+
+
+class UniqueLayout(NamedTuple):
+    """Where a unique series lives: its registry, one slot per precision, its shard."""
+
+    registry: str
+    slots: tuple[UniqueSlot, ...]
+    shard: int
+
+
 @dataclass(frozen=True)
 class KeySpace:
     """Key naming for one prefix and shard count."""
@@ -55,6 +88,9 @@ class KeySpace:
     prefix: str = ""
     shards: int = 1
     _layouts: dict[tuple[str, tuple[int, ...]], Layout] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
+    _unique_layouts: dict[tuple[str, tuple[int, ...]], UniqueLayout] = field(
         default_factory=dict, init=False, repr=False, compare=False
     )
 
@@ -108,6 +144,50 @@ class KeySpace:
             self._layouts.clear()
         self._layouts[cache_key] = layout
         return layout
+
+    def uniques(self, shard: int = 0) -> str:
+        """The registry ZSET of the unique series of one shard."""
+        if self.shards == 1:
+            return f"{self.prefix}uniques:"
+        return f"{self.prefix}uniques:{{{shard}}}"
+
+    def unique_registries(self) -> list[str]:
+        """Every unique-series registry, one per shard."""
+        return [self.uniques(s) for s in range(self.shards)]
+
+    def unique_slot(self, shard: int, member: str) -> UniqueSlot:
+        """The keys of the unique series named by a registry member found on ``shard``."""
+        tag = "" if self.shards == 1 else f"{{{shard}}}:"
+        precision = self.parse_member(member).precision
+        return UniqueSlot(
+            precision,
+            member,
+            f"{self.prefix}unique:{tag}{member}:",
+            f"{self.prefix}members:{tag}{member}:",
+        )
+
+    def unique_layout(self, series_id: str, precisions: tuple[int, ...]) -> UniqueLayout:
+        """The registry of a unique series and its keys at each precision (cached)."""
+        cache_key = (series_id, precisions)
+        found = self._unique_layouts.get(cache_key)
+        if found is not None:
+            return found
+        shard = self.shard(series_id)
+        layout = UniqueLayout(
+            self.uniques(shard),
+            tuple(self.unique_slot(shard, self.member(p, series_id)) for p in precisions),
+            shard,
+        )
+        if len(self._unique_layouts) >= LAYOUT_CACHE_SIZE:
+            self._unique_layouts.clear()
+        self._unique_layouts[cache_key] = layout
+        return layout
+
+    def scratch(self, shard: int, token: str) -> str:
+        """A key in ``shard``'s slot for a union being computed (deleted by the same call)."""
+        if self.shards == 1:
+            return f"{self.prefix}scratch:{token}"
+        return f"{self.prefix}scratch:{{{shard}}}:{token}"
 
     def writer(self, writer_id: str, shard: int = 0) -> str:
         """The STRING holding the last batch number a writer applied on ``shard`` (in the
