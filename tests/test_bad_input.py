@@ -104,7 +104,7 @@ def test_a_flush_that_meets_a_bad_entry_writes_all_the_others(store: Store) -> N
     recorder = Recorder(store, flush_interval=3600)
     recorder.add("good", 2, now=NOW)
     # what add() can never let in, put there by hand: a flush must still not lose the rest
-    recorder._pending[int(NOW)]["broken"] = "not a count"  # type: ignore[assignment]
+    recorder._counts._pending[int(NOW)]["broken"] = "not a count"  # type: ignore[assignment]
     assert recorder.close()
     assert sum(n for _, n in store.get("good", 60)) == 2
     assert rejected(store) == {"error": 1}

@@ -13,7 +13,6 @@ writer id of its own; at interpreter exit the buffer is flushed.
 
 from __future__ import annotations
 
-import heapq
 import logging
 import threading
 import time
@@ -22,14 +21,15 @@ from collections.abc import Sequence
 from slicecount import lifecycle
 from slicecount.admission import Admission, Warnings
 from slicecount.batches import Clock
-from slicecount.errors import ConfigurationError, StoreError
+from slicecount.count_buffer import Counts
+from slicecount.errors import ConfigurationError
 from slicecount.flusher import flush_every, flush_until_written
-from slicecount.losses import REASONS, Losses, Pending, refused_by_redis
+from slicecount.losses import REASONS, Losses
 from slicecount.outbox import Outbox
 from slicecount.series import Labels, shown
 from slicecount.store import Store
-from slicecount.unique_buffer import Taken, UniqueValues
-from slicecount.writing import bad_count, prepare_safely, time_error
+from slicecount.unique_buffer import UniqueValues
+from slicecount.writing import bad_count, prepare_safely
 
 logger = logging.getLogger("slicecount")
 
@@ -69,6 +69,7 @@ class Recorder:
         )
         self._ids = self._admission.ids  # read without a lock on the hot path
         self._outbox = Outbox()
+        self._counts = Counts(self.max_pending, self.max_future, clock, self._drop)
         self._uniques = UniqueValues(self.max_pending, self.max_future, clock, self._drop)
         self.reset()
         lifecycle.track(self)
@@ -77,10 +78,8 @@ class Recorder:
         """Fresh buffer, locks, outbox and flusher state (at start and in a forked child)."""
         self._lock = threading.Lock()
         self._flush_lock = threading.Lock()
-        self._pending: Pending = {}
-        self._seconds: list[int] = []  # heap of the buffered seconds
-        self._size = 0
         self._losses = Losses()
+        self._counts.reset(self._lock)
         self._uniques.reset(self._lock)
         self._outbox.reset()
         self._admission.after_fork()
@@ -105,7 +104,11 @@ class Recorder:
         except Exception as exc:  # a counting bug must never reach the caller's request
             self.refuse(exc, _events(n))
             return
-        self._add(now, series_id, n)
+        error = self._counts.add(now, series_id, n)
+        if error is not None:
+            self.refuse(error, n)
+        elif self._thread is None:
+            self._start()
 
     def add_unique(
         self,
@@ -168,68 +171,15 @@ class Recorder:
         if self._thread is None:
             self._start()
 
-    def _add(
-        self,
-        now: float | None,
-        series_id: str,
-        n: int,
-        more: Entries | None = None,
-    ) -> None:
-        """The one way into the buffer: ``n`` events of ``series_id``, then each pair of
-        ``more`` after its first (which is that one), at one instant. (The first pair travels
-        apart so that ``add()``, the common call, builds no tuple.)"""
-        try:
-            second = int(self._clock()) if now is None else int(now)
-            # acquire/release is measurably cheaper than ``with`` on this path
-            lock = self._lock
-            lock.acquire()
-            try:
-                bucket = self._pending.get(second)
-                if bucket is None:
-                    error = time_error(second, self._clock(), self.max_future, now)
-                    if error is not None:  # checked once per new second
-                        raise error
-                    bucket = self._pending[second] = {}
-                    heapq.heappush(self._seconds, second)
-                index = 1
-                while True:
-                    count = bucket.get(series_id)
-                    if count is None:
-                        bucket[series_id] = n
-                        self._size += 1
-                        if self._size > self.max_pending:
-                            self._drop_oldest()  # may take this very second's bucket away
-                            bucket = self._pending.setdefault(second, {})
-                    else:
-                        bucket[series_id] = count + n
-                    if more is None or index == len(more):
-                        break
-                    series_id, n = more[index]
-                    index += 1
-            finally:
-                lock.release()
-            if self._thread is None:
-                self._start()
-        except Exception as exc:
-            self.refuse(exc, sum(m for _, m in more) if more is not None else n)
+    def _add(self, now: float | None, series_id: str, n: int, more: Entries | None = None) -> None:
+        error = self._counts.add(now, series_id, n, more)
+        if error is not None:
+            self.refuse(error, sum(m for _, m in more) if more is not None else n)
+        elif self._thread is None:
+            self._start()
 
     def _drop(self, events: int) -> None:
-        self._losses.dropped += events  # (lock held)
-
-    def _drop_oldest(self) -> None:
-        """Drop buffered entries, oldest second first, until the bound holds (lock held). The
-        seconds wait in a heap: during a long outage every new entry drops one, in O(log n)."""
-        pending, seconds = self._pending, self._seconds
-        while self._size > self.max_pending and seconds:
-            oldest = seconds[0]
-            bucket = pending.get(oldest)
-            while bucket and self._size > self.max_pending:
-                _, count = bucket.popitem()
-                self._size -= 1
-                self._losses.dropped += count
-            if not bucket:
-                pending.pop(oldest, None)
-                heapq.heappop(seconds)
+        self._losses.dropped += events  # (the Recorder's lock held)
 
     # -- the flusher ---------------------------------------------------------------------------
 
@@ -253,12 +203,11 @@ class Recorder:
                 self.store, self.refuse
             ):  # what is in doubt goes first, in order
                 return False
-            with self._lock:
-                pending, self._pending, self._size = self._pending, {}, 0
-                self._seconds = []
-                batch = self._losses.write_into(pending, int(self._clock()))
-            if not self._flush_uniques():
+            # before the counts are taken: if Redis is away they stay buffered
+            if not self._uniques.flush(self.store, self.refuse, self._warnings):
                 return False
+            with self._lock:
+                batch = self._losses.write_into(self._counts.take(), int(self._clock()))
             if not batch:
                 return True
             prepared = prepare_safely(self.store.context, batch)
@@ -270,39 +219,12 @@ class Recorder:
             self._outbox.put(prepared.chunks)
             return self._outbox.deliver(self.store, self.refuse)
 
-    def _flush_uniques(self) -> bool:
-        """Write the unique values buffered; False (and put back) while Redis is away."""
-        taken = self._uniques.take()
-        if not taken:
-            return True
-        try:
-            written = self.store.write_uniques(taken)
-        except StoreError as exc:
-            if exc.permanent:  # sending the same again cannot help
-                self.refuse(refused_by_redis(f"redis refused unique values: {exc}"), _size(taken))
-                return True
-            self._uniques.put_back(taken)
-            return False
-        except (TypeError, ValueError) as exc:  # cannot even be packed: never sent
-            self.refuse(refused_by_redis(f"unique values could not be sent: {exc}"), _size(taken))
-            return True
-        cap = self.store.settings.unique_exact_cap
-        for member in written.over_cap:
-            self._warnings.once(
-                f"cap:{member}",
-                "slicecount: the exact list %s passed %d values in a slice; that slice now "
-                "lists some of them and counts by its HyperLogLog",
-                member,
-                cap,
-            )
-        return True
-
     # -- introspection and shutdown ------------------------------------------------------------
 
     @property
     def pending(self) -> int:
         """Buffered (second, series) entries not yet handed to Redis."""
-        return self._size
+        return self._counts.size
 
     @property
     def in_doubt(self) -> int:
@@ -333,14 +255,14 @@ class Recorder:
             return True
         logger.error(
             "slicecount could not write %d buffered events and %s in doubt before closing",
-            sum(sum(bucket.values()) for bucket in self._pending.values()),
+            self._counts.events(),
             self._outbox.describe(),
         )
         return False
 
     def has_unwritten(self) -> bool:
         """True while counts, loss counters or chunks in doubt wait to be written."""
-        return bool(self._size or self._uniques.size or self._losses or len(self._outbox))
+        return bool(self._counts.size or self._uniques.size or self._losses or len(self._outbox))
 
     def __enter__(self) -> Recorder:
         return self
@@ -350,10 +272,6 @@ class Recorder:
 
 
 close_all = lifecycle.close_all
-
-
-def _size(taken: Taken) -> int:
-    return sum(len(values) for bucket in taken.values() for values in bucket.values())
 
 
 def _events(n: object) -> int:

@@ -12,10 +12,17 @@ from __future__ import annotations
 import heapq
 import threading
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
+from slicecount.admission import Warnings
 from slicecount.batches import Clock
+from slicecount.errors import StoreError
+from slicecount.losses import refused_by_redis
 from slicecount.unique_writing import UniqueKey, value_error
 from slicecount.writing import time_error
+
+if TYPE_CHECKING:
+    from slicecount.store import Store
 
 Taken = dict[int, dict[UniqueKey, set[str]]]
 
@@ -107,3 +114,37 @@ class UniqueValues:
                         self.size += len(held) - before
             if self.size > self.max_values:
                 self._drop_oldest()
+
+    def flush(
+        self, store: Store, refuse: Callable[[Exception, int], None], warnings: Warnings
+    ) -> bool:
+        """Write what is buffered; False, with it put back, while Redis does not answer.
+        What Redis refuses for good is counted through ``refuse``; an exact list that passed
+        its cap is logged once."""
+        taken = self.take()
+        if not taken:
+            return True
+        try:
+            written = store.write_uniques(taken)
+        except StoreError as exc:
+            if not exc.permanent:
+                self.put_back(taken)
+                return False
+            refuse(refused_by_redis(f"redis refused unique values: {exc}"), _values(taken))
+            return True
+        except (TypeError, ValueError) as exc:  # cannot even be packed: never sent
+            refuse(refused_by_redis(f"unique values could not be sent: {exc}"), _values(taken))
+            return True
+        for member in written.over_cap:
+            warnings.once(
+                f"cap:{member}",
+                "slicecount: the exact list %s passed %d values in a slice; that slice now "
+                "lists some of them and counts by its HyperLogLog",
+                member,
+                store.settings.unique_exact_cap,
+            )
+        return True
+
+
+def _values(taken: Taken) -> int:
+    return sum(len(values) for bucket in taken.values() for values in bucket.values())
