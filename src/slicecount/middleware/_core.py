@@ -33,6 +33,8 @@ DB_QUERIES_METRIC = "db.queries"
 """Counter of statements run, label operation."""
 DB_DURATION_METRIC = "db.query.duration"
 """Histogram of statement durations in seconds, label operation."""
+UNIQUE_CLIENTS_METRIC = "http.unique_clients"
+"""Unique series of the distinct clients per slice, label route (with ``unique_clients=``)."""
 UNMATCHED = "<unmatched>"
 """Route label of a request that matched no route: never the raw path (cardinality)."""
 OTHER_METHOD = "OTHER"
@@ -91,6 +93,7 @@ class RequestMapping:
         self.exclude_prefixes = tuple(p[:-1] for p in excludes if p.endswith("*"))
         self.max_cached_ids = max_cached_ids
         self._ids: dict[tuple[str, str | None, int], _Ids] = {}
+        self._client_labels: dict[str | None, Labels] = {}
 
     def excluded(self, path: str) -> bool:
         """True for paths the options exclude (exact, or prefix when written ``/static/*``)."""
@@ -117,6 +120,18 @@ class RequestMapping:
             (ids.queries[self.queries.bucket_index(queries)], 1),
             (ids.queries_sum, queries * MICRO),
         )
+
+    def client_labels(self, route: str | None) -> Labels:
+        """The labels of ``http.unique_clients`` for a request of ``route``."""
+        labels = self._client_labels.get(route)
+        if labels is None:
+            if len(self._client_labels) >= self.max_cached_ids:
+                self._client_labels.clear()
+            labels = self._client_labels[route] = {
+                **self.static_labels,
+                "route": route or UNMATCHED,
+            }
+        return labels
 
     def forget(self) -> None:
         """Drop the remembered ids (the namer's Recorder was replaced: it admits anew)."""

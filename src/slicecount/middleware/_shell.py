@@ -16,10 +16,11 @@ from typing import TYPE_CHECKING, TypedDict, cast
 from slicecount import default
 from slicecount.config import Settings
 from slicecount.histogram import DEFAULT_COUNT_BUCKETS, DEFAULT_DURATION_BUCKETS
-from slicecount.middleware._core import RequestMapping
+from slicecount.middleware._core import UNIQUE_CLIENTS_METRIC, RequestMapping
 from slicecount.recorder import Recorder
 from slicecount.series import Labels, LabelValue
 from slicecount.store import Store
+from slicecount.throttle.clients import KeyFunction, Peer, client_address
 
 if TYPE_CHECKING:
     from slicecount.throttle.guard import Throttle
@@ -37,6 +38,7 @@ class CountingOptions(TypedDict, total=False):
     buckets: Iterable[float]
     query_buckets: Iterable[float]
     track_queries: bool
+    unique_clients: KeyFunction | bool | None
 
 
 class Options(CountingOptions, total=False):
@@ -184,8 +186,18 @@ class RequestCounter:
         buckets: Iterable[float] = DEFAULT_DURATION_BUCKETS,
         query_buckets: Iterable[float] = DEFAULT_COUNT_BUCKETS,
         track_queries: bool = False,
+        unique_clients: KeyFunction | bool | None = None,
     ) -> None:
         self.source = RecorderSource(recorder, settings)
+        if unique_clients is True:
+            unique_clients = client_address
+        elif unique_clients is not None and unique_clients is not False:
+            if not callable(unique_clients):
+                raise TypeError(
+                    "unique_clients= takes True (the client address) or a function of a Peer, "
+                    f"got {unique_clients!r}"
+                )
+        self.unique_key: KeyFunction | None = unique_clients or None
         self.mapping = RequestMapping(
             self.source.namer(),
             buckets=buckets,
@@ -198,8 +210,16 @@ class RequestCounter:
         self.track_queries = track_queries
         self._warned = False
 
-    def end(self, inflight: InFlight, method: str, route: str | None, status: int) -> None:
-        """Count a finished request. Never raises."""
+    def end(
+        self,
+        inflight: InFlight,
+        method: str,
+        route: str | None,
+        status: int,
+        peer: Peer | None = None,
+    ) -> None:
+        """Count a finished request (and, with ``unique_clients``, its client: ``peer``).
+        Never raises."""
         seconds = time.perf_counter() - inflight.started
         queries = None
         scope = inflight.scope
@@ -214,6 +234,11 @@ class RequestCounter:
             return
         try:
             recorder.add_ids(self.mapping.entries(method, route, status, seconds, queries))
+            if self.unique_key is not None and peer is not None:
+                client = self.unique_key(peer)
+                if client is not None:
+                    labels = self.mapping.client_labels(route)
+                    recorder.add_unique(UNIQUE_CLIENTS_METRIC, client, labels)
         except Exception as exc:  # never let counting reach the request
             recorder.refuse(exc)
             if not self._warned:

@@ -171,4 +171,6 @@ class _Exchange(InFlight):
             route = middleware.route_resolver(scope, self.entry_root)
         except Exception:
             route = None
-        middleware.counter.end(self, scope.get("method", ""), route, status)
+        counter = middleware.counter
+        peer = Peer.of_scope(scope) if counter.unique_key is not None else None
+        counter.end(self, scope.get("method", ""), route, status, peer)

@@ -162,4 +162,6 @@ class _Call(InFlight):
             route = middleware.route_resolver(self.environ)
         except Exception:
             route = None
-        middleware.counter.end(self, self.environ.get("REQUEST_METHOD", ""), route, status)
+        counter = middleware.counter
+        peer = Peer.of_environ(self.environ) if counter.unique_key is not None else None
+        counter.end(self, self.environ.get("REQUEST_METHOD", ""), route, status, peer)
