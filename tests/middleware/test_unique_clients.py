@@ -77,7 +77,7 @@ async def hello(request: Request) -> Response:
 def test_starlette_counts_distinct_clients_per_route(recorder: Recorder, store: Store) -> None:
     app = Starlette(routes=[Route("/hello", hello)])
     app.add_middleware(
-        SliceCountMiddleware,  # type: ignore[arg-type]
+        SliceCountMiddleware,
         recorder=recorder,
         unique_clients=header("X-Api-Key"),
     )

@@ -15,6 +15,7 @@ from sqlalchemy import Engine, create_engine, text
 from sqlalchemy.pool import StaticPool
 
 import slicecount
+from slicecount.examples import USER_HEADER, visitor
 from slicecount.middleware.flask import SliceCount
 from slicecount.middleware.sqlalchemy import instrument_sqlalchemy
 
@@ -45,7 +46,14 @@ def create_app() -> Flask:
     app = Flask(__name__)
     # track_queries: the engine() below is instrumented, so requests report their queries
     # limits: the search is rate limited per client address (429 past 10 a second)
-    SliceCount(app, exclude_paths=["/health"], track_queries=True, limits={"/search": "10/second"})
+    # unique_clients: the distinct visitors of each route per slice (http.unique_clients)
+    SliceCount(
+        app,
+        exclude_paths=["/health"],
+        track_queries=True,
+        limits={"/search": "10/second"},
+        unique_clients=visitor,
+    )
 
     @app.get("/")
     def index() -> str:
@@ -79,6 +87,9 @@ def create_app() -> Flask:
     @app.post("/orders")
     def order() -> tuple[Response, int]:
         slicecount.event("orders.created", plan=request.args.get("plan", "free"))
+        # the distinct buyers per slice, each also counted once per slice into shop.buyers
+        buyer = request.headers.get(USER_HEADER, request.remote_addr or "anonymous")
+        slicecount.unique("shop.buyers", buyer, first_seen=True)
         return jsonify(ok=True), 201
 
     @app.get("/search")

@@ -14,6 +14,7 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response, Strea
 from starlette.routing import Mount, Route
 
 import slicecount
+from slicecount.examples import visitor
 from slicecount.middleware.starlette import SliceCountMiddleware
 
 
@@ -69,4 +70,4 @@ app = Starlette(
         Mount("/api/v1", routes=[Route("/items/{item_id:int}", item)]),
     ]
 )
-app.add_middleware(SliceCountMiddleware, exclude_paths=["/health"])
+app.add_middleware(SliceCountMiddleware, exclude_paths=["/health"], unique_clients=visitor)

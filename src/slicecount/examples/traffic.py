@@ -12,6 +12,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
+from slicecount.examples import USER_HEADER
+
+USERS = 500
+"""Simulated users the traffic comes from (for the unique counts)."""
 Pick = Callable[[random.Random], tuple[str, str]]
 
 
@@ -75,7 +79,9 @@ class Traffic:
             )
             conns[base] = conn
             try:
-                conn.request(method, path)
+                # a few hundred simulated users, some far busier than others
+                user = f"user-{int(rng.paretovariate(1.2)) % USERS}"
+                conn.request(method, path, headers={USER_HEADER: user})
                 response = conn.getresponse()
                 response.read()
                 if response.status >= 500 or response.will_close:
