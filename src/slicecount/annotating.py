@@ -8,8 +8,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from slicecount.batches import Batch, Context, Operation
+from slicecount.checks import check_epoch
 from slicecount.errors import ConfigurationError
-from slicecount.writing import check_epoch
 
 
 def annotate(

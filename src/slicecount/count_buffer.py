@@ -12,8 +12,8 @@ import threading
 from collections.abc import Callable, Sequence
 
 from slicecount.batches import Clock
+from slicecount.checks import time_error
 from slicecount.losses import Pending
-from slicecount.writing import time_error
 
 
 class Counts:

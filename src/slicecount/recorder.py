@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from slicecount import lifecycle
 from slicecount.admission import Admission, Warnings
 from slicecount.batches import Clock
+from slicecount.checks import bad_count
 from slicecount.count_buffer import Counts
 from slicecount.errors import ConfigurationError
 from slicecount.flusher import flush_every, flush_until_written
@@ -29,7 +30,7 @@ from slicecount.outbox import Outbox
 from slicecount.series import Labels, shown
 from slicecount.store import Store
 from slicecount.unique_buffer import UniqueValues
-from slicecount.writing import bad_count, prepare_safely
+from slicecount.writing import prepare_safely
 
 logger = logging.getLogger("slicecount")
 

@@ -28,12 +28,12 @@ import math
 from collections.abc import Sequence
 
 from slicecount.batches import Batch, Context, Operation, ScriptCall, pairs
+from slicecount.checks import check_epoch
 from slicecount.errors import ConfigurationError
 from slicecount.series import shown
 from slicecount.throttle.limits import Limit, same_window
 from slicecount.throttle.quota import Quotas
 from slicecount.throttle.windows import Counts, Decision, check_strategy, decide, weight, window_of
-from slicecount.writing import check_epoch
 
 GRACE = 1.0
 """Seconds a counter outlives its window: a process whose clock lags a little behind still

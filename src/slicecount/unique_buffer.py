@@ -16,10 +16,10 @@ from typing import TYPE_CHECKING
 
 from slicecount.admission import Warnings
 from slicecount.batches import Clock
+from slicecount.checks import time_error, value_error
 from slicecount.errors import StoreError
 from slicecount.losses import refused_by_redis
-from slicecount.unique_writing import UniqueKey, value_error
-from slicecount.writing import time_error
+from slicecount.unique_writing import UniqueKey
 
 if TYPE_CHECKING:
     from slicecount.store import Store

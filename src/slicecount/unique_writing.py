@@ -14,13 +14,11 @@ from collections.abc import Collection, Iterable, Mapping
 from typing import NamedTuple
 
 from slicecount.batches import Batch, Command, Context, Operation, ScriptCall
+from slicecount.checks import check_time, value_error
 from slicecount.errors import ConfigurationError
 from slicecount.keys import UniqueSlot
-from slicecount.series import Labels, encode, shown
-from slicecount.writing import check_time
+from slicecount.series import Labels, encode
 
-MAX_VALUE_LENGTH = 1024
-"""Longest value (in characters) a unique series takes: values are ids, not documents."""
 BATCH_VALUES = 20_000
 """Values sent per batch (a few ms of server time): a flush of many values never stalls Redis."""
 
@@ -38,26 +36,6 @@ class UniqueWritten(NamedTuple):
     """What a write did: the exact slices it found over their cap (``"<prec>:<series>"``)."""
 
     over_cap: list[str]
-
-
-def value_error(value: object) -> ConfigurationError | None:
-    """The refusal of a value a unique series cannot take (not a string, too long, not
-    encodable), else None."""
-    if not isinstance(value, str):
-        return ConfigurationError(
-            f"a unique value must be a string, got {shown(value)}", "not_a_value"
-        )
-    if len(value) > MAX_VALUE_LENGTH:
-        return ConfigurationError(
-            f"a unique value is {len(value)} characters long (at most {MAX_VALUE_LENGTH})",
-            "too_long",
-        )
-    if not value.isascii():
-        try:
-            value.encode()
-        except UnicodeEncodeError:
-            return ConfigurationError(f"unique value {shown(value)} is not UTF-8", "not_utf8")
-    return None
 
 
 def prepare_uniques(ctx: Context, buffer: UniqueBuffer) -> list[Batch]:

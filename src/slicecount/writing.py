@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from slicecount.batches import Batch, Command, Context, Operation
+from slicecount.checks import INT64_MAX, INT64_MIN, check_count, check_time
 from slicecount.errors import ConfigurationError, StoreError
 from slicecount.keys import Layout
 from slicecount.series import Labels, encode, parse, shown
@@ -26,55 +27,8 @@ CHUNK_INCREMENTS = 50_000
 WRITER_MEMORY = 7 * 86_400
 """Seconds the cleaner keeps a quiet writer's last batch number: a batch in doubt for longer
 than this (Redis unreachable from its writer for a week) could apply twice."""
-MIN_TIME = 946_684_800
-"""2000-01-01T00:00:00Z: no count is older (a smaller time is a unit mistake)."""
-INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
-"""What Redis's HINCRBY takes (and a hash value holds)."""
-
 Buffer = Mapping[int, Mapping[str, int]]
 """What a Recorder buffers: epoch second -> series id -> count."""
-
-
-def bad_count(n: object) -> ConfigurationError:
-    """The refusal of a count Redis cannot hold (not an integer, or past 64 bits)."""
-    if n.__class__ is not int:
-        return ConfigurationError(f"count must be an integer, got {shown(n)}", "not_a_count")
-    return ConfigurationError(f"count {shown(n)} is outside the signed 64-bit range", "count_range")
-
-
-def check_count(n: object) -> int:
-    """Counts are integers that Redis can hold; refuse anything else naming the value."""
-    if n.__class__ is not int or not INT64_MIN <= n <= INT64_MAX:
-        raise bad_count(n)
-    return n
-
-
-def time_error(seconds: float, now: float, max_future: float, shown_as: object) -> Exception | None:
-    """The refusal of a time before 2000 or more than ``max_future`` ahead of ``now`` (a
-    far-future slice would outlive retention and push real ones out), else None."""
-    if MIN_TIME <= seconds <= now + max_future:
-        return None
-    return ConfigurationError(
-        f"time {shown(shown_as)} is outside 2000-01-01 .. now + {max_future:g} s", "time_range"
-    )
-
-
-def check_epoch(when: object, what: str) -> float:
-    """A number of seconds since the epoch (not before it), else ConfigurationError."""
-    if isinstance(when, bool) or not isinstance(when, int | float) or not when >= 0:
-        raise ConfigurationError(
-            f"{what} must be an epoch time in seconds, got {shown(when)}", "time_range"
-        )
-    return when
-
-
-def check_time(ctx: Context, when: object, what: str = "now") -> float:
-    """An epoch time in seconds from 2000 up to ``max_future`` ahead of the clock."""
-    seconds = check_epoch(when, what)
-    error = time_error(seconds, ctx.clock(), ctx.settings.max_future, seconds)
-    if error is not None:
-        raise error
-    return seconds
 
 
 @dataclass
