@@ -14,6 +14,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple
 
 from slicecount.batches import Batch, Command, Context, Operation, ScriptCall
+from slicecount.config import Settings
 from slicecount.errors import ConfigurationError
 from slicecount.keys import UniqueSlot
 from slicecount.series import Labels, encode, parse, shown, validate_name
@@ -34,11 +35,17 @@ class SliceMembers(NamedTuple):
     complete: bool
 
 
+def kept_precisions(settings: Settings) -> tuple[int, ...]:
+    """The precisions unique counts are kept at."""
+    kept = settings.unique_precisions
+    assert isinstance(kept, tuple)  # Settings parsed it
+    return kept
+
+
 def unique_precision(ctx: Context, precision: object) -> int:
     """``precision`` if unique counts are kept at it, else ConfigurationError naming it."""
     checked = ctx.settings.check_precision(precision)
-    kept = ctx.settings.unique_precisions
-    assert isinstance(kept, tuple)  # Settings parsed it
+    kept = kept_precisions(ctx.settings)
     if checked not in kept:
         raise ConfigurationError(
             f"precision {checked} keeps no unique counts: expected one of {kept}"

@@ -8,11 +8,12 @@ from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple, Protocol
 
 from slicecount.config import Settings
-from slicecount.datasource.nodes import Selector, compile_regex
+from slicecount.datasource.nodes import Selector, Unique, compile_regex
 from slicecount.datasource.protocol import FUNCTIONS, regex_escape
 from slicecount.datasource.query import parse, unescape
 from slicecount.errors import QueryError
 from slicecount.histogram import BUCKET_SUFFIX, LE_LABEL
+from slicecount.unique_reading import kept_precisions
 
 
 class SeriesInfo(NamedTuple):
@@ -31,6 +32,18 @@ class Labelled(Protocol):
 
 
 _VARIABLE = re.compile(r"\s*(metrics|label_names|label_values)\s*\((.*)\)\s*\Z", re.DOTALL)
+
+
+def unique_entry(name: str) -> str:
+    """How a unique metric is listed to Grafana: as the target that reads it."""
+    return f"unique({name})"
+
+
+def entry_metric(entry: str) -> tuple[str, bool]:
+    """(the metric, whether it is a unique one) of a listed entry."""
+    if entry.startswith("unique(") and entry.endswith(")"):
+        return entry[len("unique(") : -1], True
+    return entry, False
 
 
 def of_metric(everything: Iterable[SeriesInfo], names: Sequence[str]) -> list[SeriesInfo]:
@@ -54,9 +67,15 @@ def search(names: Sequence[str], text: object) -> list[str]:
     return [n for n in names if needle in n.lower()]
 
 
-def variable(query: str, names: Sequence[str], everything: Sequence[SeriesInfo]) -> list[str]:
+def variable(
+    query: str,
+    names: Sequence[str],
+    everything: Sequence[SeriesInfo],
+    uniques: Sequence[SeriesInfo] = (),
+) -> list[str]:
     """Variable queries: ``metrics(regex?)``, ``label_names(metric?)``,
-    ``label_values(label)``, ``label_values(selector, label)``; else names containing it."""
+    ``label_values(label)``, ``label_values(selector, label)`` (a selector may be
+    ``unique(...)``: the unique series' labels); else names containing it."""
     match = _VARIABLE.match(query)
     if match is None:
         return search(names, query)
@@ -67,23 +86,27 @@ def variable(query: str, names: Sequence[str], everything: Sequence[SeriesInfo])
         regex = compile_regex(args.strip("\"'"))
         return [n for n in names if regex.fullmatch(n) is not None]
     if kind == "label_names":
-        return label_names(_selected(args, everything) if args else everything)
+        return label_names(_selected(args, everything, uniques) if args else everything)
     selector_text, _, label = args.rpartition(",")
     label = label.strip().strip("\"'")
     if not label:
         raise QueryError(f"label_values needs a label name: {query!r}")
-    scope = _selected(selector_text, everything) if selector_text.strip() else everything
+    scope = _selected(selector_text, everything, uniques) if selector_text.strip() else everything
     return label_values(scope, label)
 
 
-def _selected(text: str, everything: Sequence[SeriesInfo]) -> list[SeriesInfo]:
+def _selected(
+    text: str, everything: Sequence[SeriesInfo], uniques: Sequence[SeriesInfo]
+) -> list[SeriesInfo]:
     node = parse(text)
+    if isinstance(node, Unique):
+        return [s for s in of_metric(uniques, node.arg.names) if node.arg.matches(s.labels)]
     if not isinstance(node, Selector):
         raise QueryError(f"expected a metric selector, got {text!r}")
     return [s for s in of_metric(everything, node.names) if node.matches(s.labels)]
 
 
-def precision_options(settings: Settings) -> list[dict[str, str]]:
+def precision_options(settings: Settings, unique: bool = False) -> list[dict[str, str]]:
     def label(p: int) -> str:
         for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
             if p % size == 0:
@@ -91,11 +114,14 @@ def precision_options(settings: Settings) -> list[dict[str, str]]:
         return f"{p} s"
 
     return [{"label": "auto", "value": "auto"}] + [
-        {"label": label(p), "value": str(p)} for p in settings.precisions
+        {"label": label(p), "value": str(p)}
+        for p in (kept_precisions(settings) if unique else settings.precisions)
     ]
 
 
-def function_options(histogram: bool) -> list[dict[str, str]]:
+def function_options(histogram: bool, unique: bool = False) -> list[dict[str, str]]:
+    if unique:  # a distinct count has no rate; group by makes unions
+        return [{"label": "distinct count", "value": "count"}]
     labels = {"count": "count per slice", "rate": "rate (per second)"}
     chosen = FUNCTIONS if histogram else ("count", "rate")
     return [{"label": labels.get(f, f), "value": f} for f in chosen]
@@ -104,14 +130,16 @@ def function_options(histogram: bool) -> list[dict[str, str]]:
 def metric_entry(
     name: str, histogram: bool, settings: Settings, series: Sequence[SeriesInfo] | None
 ) -> dict[str, Any]:
-    """One /metrics item; with ``series`` given, label payloads carry their options too."""
+    """One /metrics item (``name`` may be ``unique(metric)``); with ``series`` given, label
+    payloads carry their options too."""
+    unique = entry_metric(name)[1]
     payloads: list[dict[str, Any]] = [
         {
             "name": "function",
             "label": "Function",
             "type": "select",
             "placeholder": "count",
-            "options": function_options(histogram),
+            "options": function_options(histogram, unique),
             "width": 20,
         },
         {"name": "group_by", "label": "Group by", "type": "multi-select", "placeholder": "none"},
@@ -120,7 +148,7 @@ def metric_entry(
             "label": "Precision",
             "type": "select",
             "placeholder": "auto",
-            "options": precision_options(settings),
+            "options": precision_options(settings, unique),
         },
     ]
     if series is not None:
@@ -146,11 +174,12 @@ def value_options(series: Sequence[SeriesInfo], label: str) -> list[dict[str, st
 def payload_options(
     name: str, payload_name: str, histogram: bool, settings: Settings, series: Sequence[SeriesInfo]
 ) -> list[dict[str, str]]:
-    """/metric-payload-options for one payload of one metric."""
+    """/metric-payload-options for one payload of one metric (or ``unique(metric)``)."""
+    unique = entry_metric(name)[1]
     if payload_name == "function":
-        return function_options(histogram)
+        return function_options(histogram, unique)
     if payload_name == "precision":
-        return precision_options(settings)
+        return precision_options(settings, unique)
     if payload_name == "group_by":
         return [{"label": k, "value": k} for k in label_names(series)]
     return value_options(series, payload_name)

@@ -11,9 +11,11 @@ from typing import Any
 
 import anyio.to_thread
 
-from slicecount.datasource import discovery, frames
+from slicecount.datasource import discovery, frames, unique_reader
 from slicecount.datasource.budget import check_work, work_of
-from slicecount.datasource.evaluate import evaluate
+from slicecount.datasource.discovery import SeriesInfo
+from slicecount.datasource.evaluate import Series, evaluate
+from slicecount.datasource.nodes import Node
 from slicecount.datasource.plan import (
     AnnotationQuery,
     Chosen,
@@ -38,18 +40,32 @@ async def query(reader: Reader, body: Body) -> Rendered:
     and encoded in a worker thread: the event loop stays free for light requests."""
     plan = plan_query(body, reader.settings, reader.limits, reader.clock())
     chosen = await reader.discover(plan)
-    work = check_work({q: work_of(q, chosen[q]) for q in plan.series_queries}, reader.limits)
+    picked = await unique_reader.discover(reader, plan)
+    work = check_work(
+        {
+            q: work_of(q, chosen[q]) + unique_reader.work(q, picked.get(q))
+            for q in plan.series_queries
+        },
+        reader.limits,
+    )
     if work.points <= reader.limits.max_inline_points:
         loaded = await reader.read(plan, chosen)
-        return Rendered(render(answer(plan, chosen, loaded)))
+        unions = await unique_reader.read(reader, plan, picked)
+        return Rendered(render(answer(plan, chosen, loaded, unions)))
     async with reader.heavy():
         loaded = await reader.read(plan, chosen)
-        body_bytes = await anyio.to_thread.run_sync(lambda: render(answer(plan, chosen, loaded)))
+        unions = await unique_reader.read(reader, plan, picked)
+        body_bytes = await anyio.to_thread.run_sync(
+            lambda: render(answer(plan, chosen, loaded, unions))
+        )
         return Rendered(body_bytes)
 
 
 def answer(
-    plan: QueryPlan, chosen: Mapping[SeriesQuery, Chosen], loaded: Loaded
+    plan: QueryPlan,
+    chosen: Mapping[SeriesQuery, Chosen],
+    loaded: Loaded,
+    unions: Mapping[SeriesQuery, Mapping[Node, list[Series]]] | None = None,
 ) -> list[dict[str, Any]]:
     """The frames of every target from what was read. Pure."""
     out: list[dict[str, Any]] = []
@@ -60,7 +76,8 @@ def answer(
             continue
         timeline = planned.timeline
         data = filled(chosen[planned], timeline, loaded.counts.get(timeline, {}))
-        series = evaluate(planned.node, data, timeline)
+        counted = (unions or {}).get(planned)
+        series = evaluate(planned.node, data, timeline, unions=counted)
         if planned.target.table:
             out.append(frames.table(ref_id, series))
         else:
@@ -73,32 +90,44 @@ async def search(reader: Reader, body: Body) -> list[str]:
     target = body.get("target", "")
     names = await reader.names()
     if isinstance(target, str) and "(" in target:
-        return discovery.variable(target, names, await reader.everything())
-    return discovery.search(names, target)
+        return discovery.variable(
+            target, names, await reader.everything(), await reader.all_uniques()
+        )
+    return discovery.search(names + await _unique_entries(reader), target)
+
+
+async def _unique_entries(reader: Reader) -> list[str]:
+    """Every unique metric as Grafana lists it: ``unique(name)``."""
+    names = {s.name for s in await reader.all_uniques()}
+    return [discovery.unique_entry(n) for n in sorted(names)]
 
 
 async def metrics(reader: Reader, body: Body) -> list[dict[str, Any]]:
     """simPod /metrics: every metric with its builder payloads (options for the one asked)."""
-    names = await reader.names()
+    names = await reader.names() + await _unique_entries(reader)
     histograms = await reader.histograms()
     metric = body.get("metric")
-    everything = await reader.everything() if isinstance(metric, str) and metric else None
+    asked = await _series_of_entry(reader, metric) if isinstance(metric, str) and metric else None
     return [
         discovery.metric_entry(
-            name,
-            name in histograms,
-            reader.settings,
-            discovery.of_metric(everything, [name]) if everything and name == metric else None,
+            name, name in histograms, reader.settings, asked if name == metric else None
         )
         for name in names
     ]
+
+
+async def _series_of_entry(reader: Reader, entry: str) -> list[SeriesInfo]:
+    """The series of a listed metric, a unique one's (``unique(name)``) among unique series."""
+    name, unique = discovery.entry_metric(entry)
+    everything = await (reader.all_uniques() if unique else reader.everything())
+    return discovery.of_metric(everything, [name])
 
 
 async def metric_payload_options(reader: Reader, body: Body) -> list[dict[str, str]]:
     metric, name = body.get("metric"), body.get("name")
     if not isinstance(metric, str) or not isinstance(name, str):
         raise QueryError("'metric' and 'name' must be strings")
-    series = discovery.of_metric(await reader.everything(), [metric])
+    series = await _series_of_entry(reader, metric)
     histogram = metric in await reader.histograms()
     return discovery.payload_options(metric, name, histogram, reader.settings, series)
 
@@ -109,12 +138,12 @@ async def variable(reader: Reader, body: Body) -> list[dict[str, str]]:
     if not isinstance(text, str):
         raise QueryError(f"payload.target must be a string, got {text!r}")
     names = await reader.names()
-    values = discovery.variable(text, names, await reader.everything())
+    values = discovery.variable(text, names, await reader.everything(), await reader.all_uniques())
     return [{"__text": v, "__value": v} for v in values]
 
 
 async def tag_keys(reader: Reader, body: Body) -> list[dict[str, str]]:
-    keys = discovery.label_names(await reader.everything())
+    keys = discovery.label_names([*await reader.everything(), *await reader.all_uniques()])
     return [{"type": "string", "text": k} for k in keys]
 
 
@@ -122,7 +151,8 @@ async def tag_values(reader: Reader, body: Body) -> list[dict[str, str]]:
     key = body.get("key")
     if not isinstance(key, str) or not key:
         raise QueryError("'key' must be a label name")
-    return [{"text": v} for v in discovery.label_values(await reader.everything(), key)]
+    series = [*await reader.everything(), *await reader.all_uniques()]
+    return [{"text": v} for v in discovery.label_values(series, key)]
 
 
 async def legacy_annotations(reader: Reader, body: Body) -> list[dict[str, Any]]:

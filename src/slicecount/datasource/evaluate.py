@@ -23,6 +23,8 @@ from slicecount.datasource.nodes import (
     Rate,
     Scalar,
     Selector,
+    Unique,
+    is_union,
 )
 from slicecount.histogram import LE_LABEL, parse_bound
 
@@ -80,7 +82,7 @@ def fetches(node: Node, histogram: bool = False) -> list[Fetch]:
     """The selectors a tree reads, each with whether it reads histogram buckets."""
     if isinstance(node, Selector):
         return [Fetch(node, histogram)]
-    if isinstance(node, Scalar):
+    if isinstance(node, Scalar | Unique):  # unique series are read as unions (uniques.py)
         return []
     if isinstance(node, Binary):
         return fetches(node.left, histogram) + fetches(node.right, histogram)
@@ -94,8 +96,12 @@ def evaluate(
     data: Mapping[Fetch, list[Series]],
     timeline: Timeline,
     histogram: bool = False,
+    unions: Mapping[Node, list[Series]] | None = None,
 ) -> list[Series]:
-    """The series a tree yields, given every fetch's filled series."""
+    """The series a tree yields, given every fetch's filled series (and, for a unique target,
+    the series of each union node)."""
+    if unions is not None and is_union(node):
+        return [Series(s.name, dict(s.labels), list(s.values)) for s in unions[node]]
     if isinstance(node, Selector):
         return [
             Series(s.name, dict(s.labels), list(s.values)) for s in data[Fetch(node, histogram)]
@@ -103,15 +109,17 @@ def evaluate(
     if isinstance(node, Scalar):
         return [Series("", {}, [node.value] * len(timeline.starts))]
     if isinstance(node, Binary):
-        left = evaluate(node.left, data, timeline, histogram)
-        right = evaluate(node.right, data, timeline, histogram)
+        left = evaluate(node.left, data, timeline, histogram, unions)
+        right = evaluate(node.right, data, timeline, histogram, unions)
         return _binary(node.op, left, right)
     if isinstance(node, Rate):
-        return [_rate(s, timeline) for s in evaluate(node.arg, data, timeline, histogram)]
+        return [_rate(s, timeline) for s in evaluate(node.arg, data, timeline, histogram, unions)]
     if isinstance(node, Aggregate):
         keep = (*node.by, LE_LABEL) if histogram else node.by
-        return _aggregate(node.op, keep, evaluate(node.arg, data, timeline, histogram))
-    return _quantiles(node.q, evaluate(node.arg, data, timeline, True))
+        return _aggregate(node.op, keep, evaluate(node.arg, data, timeline, histogram, unions))
+    if isinstance(node, Unique):
+        raise ValueError("a unique(...) node is read as a union: pass its series in unions")
+    return _quantiles(node.q, evaluate(node.arg, data, timeline, True, unions))
 
 
 def _binary(op: str, left: list[Series], right: list[Series]) -> list[Series]:

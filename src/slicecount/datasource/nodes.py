@@ -94,6 +94,13 @@ class Quantile:
 
 
 @dataclass(frozen=True)
+class Unique:
+    """``unique(selector)``: the distinct values of each unique series per point."""
+
+    arg: Selector
+
+
+@dataclass(frozen=True)
 class Scalar:
     """A number, e.g. the 100 of ``... * 100``."""
 
@@ -110,7 +117,7 @@ class Binary:
     right: Node
 
 
-Node = Selector | Rate | Aggregate | Quantile | Scalar | Binary
+Node = Selector | Rate | Aggregate | Quantile | Unique | Scalar | Binary
 
 
 def depth(node: Node) -> int:
@@ -123,7 +130,7 @@ def depth(node: Node) -> int:
         deepest = max(deepest, level)
         if isinstance(item, Binary):
             stack += [(item.left, level + 1), (item.right, level + 1)]
-        elif isinstance(item, Rate | Aggregate | Quantile):
+        elif isinstance(item, Rate | Aggregate | Quantile | Unique):
             stack.append((item.arg, level + 1))
     return deepest
 
@@ -153,4 +160,25 @@ def with_matchers(node: Node, extra: tuple[Matcher, ...]) -> Node:
         return Rate(with_matchers(node.arg, extra))
     if isinstance(node, Aggregate):
         return Aggregate(node.op, node.by, with_matchers(node.arg, extra))
+    if isinstance(node, Unique):
+        return Unique(Selector(node.arg.names, node.arg.matchers + extra))
     return Quantile(node.q, with_matchers(node.arg, extra))
+
+
+def uses_unique(node: Node) -> bool:
+    """True when the tree reads unique series (``unique(...)`` anywhere in it)."""
+    if isinstance(node, Unique):
+        return True
+    if isinstance(node, Selector | Scalar):
+        return False
+    if isinstance(node, Binary):
+        return uses_unique(node.left) or uses_unique(node.right)
+    return uses_unique(node.arg)
+
+
+def is_union(node: Node) -> bool:
+    """A node whose series are unions read from Redis: ``unique(...)`` (one per series) or
+    ``sum [by (...)] (unique(...))`` (one per group: the union of its series, not a sum)."""
+    if isinstance(node, Aggregate):
+        return node.op == "sum" and isinstance(node.arg, Unique)
+    return isinstance(node, Unique)

@@ -13,10 +13,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from slicecount.config import Settings
+from slicecount.datasource import uniques
 from slicecount.datasource.discovery import SeriesInfo
 from slicecount.datasource.evaluate import Fetch, Series, Timeline, fetches
 from slicecount.datasource.limits import LimitExceeded, Limits
-from slicecount.datasource.nodes import Node
+from slicecount.datasource.nodes import Node, uses_unique
 from slicecount.datasource.precision import choose_precision
 from slicecount.datasource.protocol import (
     Target,
@@ -40,12 +41,14 @@ Chosen = dict[Fetch, list[SeriesInfo]]
 # eq=False: a plan's queries are compared and hashed by identity; they key what was read.
 @dataclass(frozen=True, eq=False)
 class SeriesQuery:
-    """A target that reads counters: its query tree, its slices and the selectors it reads."""
+    """A target that reads counters: its query tree, its slices and the selectors it reads;
+    or one that reads unique series (``unique``; no fetches then)."""
 
     target: Target
     node: Node
     timeline: Timeline
     fetches: tuple[Fetch, ...]
+    unique: uniques.UniqueRead | None = None
 
 
 @dataclass(frozen=True, eq=False)
@@ -92,6 +95,15 @@ def plan_query(
             planned.append(AnnotationQuery(target, tuple(annotation_tags(target.text))))
             continue
         node, pinned = compile_target(target, adhoc)
+        if uses_unique(node):
+            uniques.check(node)
+            read_at, step = uniques.choose(
+                settings, start, end, now, interval_ms, int(max_points or 0) or None, pinned
+            )
+            read = uniques.UniqueRead(read_at, uniques.leaves(node))
+            points = uniques.timeline(settings, limits, read, step, start, end, now)
+            planned.append(SeriesQuery(target, node, points, (), read))
+            continue
         if pinned is None:
             precision = choose_precision(
                 settings, start, end, now, interval_ms, int(max_points or 0) or None

@@ -5,6 +5,8 @@
     sum by (status) (rate(http.requests{method="GET"}))
     histogram_quantile(0.95, http.request.duration{route="/"})
     sum(rate(http.requests{status=~"5.."})) / sum(rate(http.requests)) * 100
+    unique(http.unique_clients{route="/"})             distinct values per point
+    sum by (route) (unique(http.unique_clients))       a union per route, never a sum
 
 Targets arrive interpolated by Grafana in its regex format, so a metric name may be escaped
 (``http\\.requests``) or an alternation (``(a|b)``), or a glob list (``{a,b}``); all three name
@@ -25,6 +27,7 @@ from slicecount.datasource.nodes import (
     Rate,
     Scalar,
     Selector,
+    Unique,
     depth,
 )
 from slicecount.errors import QueryError
@@ -148,6 +151,8 @@ class _Parser:
         self.take("punct", "(")
         if name == "rate":
             node: Node = Rate(self.expression())
+        elif name == "unique":
+            node = Unique(self.selector())
         elif name == "histogram_quantile":
             q = float(self.take("number"))
             if not 0 <= q <= 1:
@@ -157,7 +162,7 @@ class _Parser:
         else:
             raise QueryError(
                 f"unknown function {name!r} at {pos}: expected rate, sum, avg, max, min, "
-                "count or histogram_quantile"
+                "count, unique or histogram_quantile"
             )
         self.take("punct", ")")
         return node

@@ -32,6 +32,7 @@ from slicecount.datasource.plan import (
 from slicecount.histogram import BUCKET_SUFFIX
 from slicecount.series import parse
 from slicecount.store_async import AsyncStore
+from slicecount.unique_reading import kept_precisions
 
 CACHE_TTL = 2.0
 """Seconds a discovery answer (series of a metric, metric names) is reused: Grafana asks for
@@ -143,6 +144,23 @@ class Reader:
             return self._parse_all(await self.store.series(name, precision))
 
         return await self._cached(("series", name, precision), load)
+
+    async def unique_series_of(self, name: str, precision: int) -> list[SeriesInfo]:
+        """The unique series of one metric at a unique precision."""
+
+        async def load() -> list[SeriesInfo]:
+            return self._parse_all(await self.store.unique_series(name, precision))
+
+        return await self._cached(("unique", name, precision), load)
+
+    async def all_uniques(self) -> list[SeriesInfo]:
+        """Every unique series, looked up at the coarsest unique precision (the longest kept)."""
+
+        async def load() -> list[SeriesInfo]:
+            coarsest = kept_precisions(self.settings)[-1]
+            return self._parse_all(await self.store.all_unique_series(coarsest))
+
+        return await self._cached(("all unique",), load)
 
     async def everything(self) -> list[SeriesInfo]:
         """Every series at the discovery precision (for names, label keys and values)."""
