@@ -251,3 +251,38 @@ def test_async_store_reads_alike(small_cap: Settings, redis_client: Any) -> None
         [8],
         ["a", "b"],
     )
+
+
+def test_the_write_path_and_the_contract_layout_read_alike(
+    frozen: Store, redis_client: Any
+) -> None:
+    """``Store.add_unique`` (the lead's write path) against the layout these tests write."""
+    settings = frozen.settings
+    batches = [values("x", 5), values("x", 30, first=3), ["y"]]
+    for when, chosen in zip((NOW - 100, NOW - 40, NOW), batches, strict=True):
+        frozen.add_unique("viaapi", chosen, {"k": "1"}, exact=True, now=when)
+        frozen.add_unique("viaapi", chosen, {"k": "2"}, now=when)
+        for p in (60, 300):
+            start = int(when) // p * p
+            write_slice(redis_client, settings, 'direct{k="1"}', p, start, chosen, exact=True)
+            write_slice(redis_client, settings, 'direct{k="2"}', p, start, chosen)
+    for p in (60, 300):
+        for k in ("1", "2"):
+            got = frozen.get_unique("viaapi", p, {"k": k})
+            assert got == frozen.get_unique("direct", p, {"k": k}) and got
+            listed = [
+                [(m.start, m.complete, m.values if m.complete else len(m.values)) for m in found]
+                for found in (
+                    frozen.members(name, p, {"k": k}, NOW - 600, NOW)
+                    for name in ("viaapi", "direct")
+                )
+            ]  # over the cap, which values the SET kept is arbitrary: only their number
+            assert listed[0] == listed[1]
+        assert frozen.unique_series("viaapi", p) == ['viaapi{k="1"}', 'viaapi{k="2"}']
+        ids = [f'{name}{{k="{k}"}}' for name in ("viaapi", "direct") for k in "12"]
+        scores = {
+            redis_client.zscore(frozen.keys.unique_layout(i, (p,)).registry, f"{p}:{i}")
+            for i in ids
+        }
+        assert len(scores) == 1  # the same expiry
+    assert frozen.get_unique("viaapi", 60, {"k": "1"}) == [(M - 120, 5), (M - 60, 30), (M, 1)]
