@@ -152,6 +152,11 @@ class _Parser:
         if name == "rate":
             node: Node = Rate(self.expression())
         elif name == "unique":
+            if self.peek(1)[1] == "(" or self.peek()[1] in AGGREGATIONS:
+                raise QueryError(
+                    f"unique() at {pos} takes a metric selector, such as "
+                    'unique(http.unique_clients{route="/"}), not a function call'
+                )
             node = Unique(self.selector())
         elif name == "histogram_quantile":
             q = float(self.take("number"))

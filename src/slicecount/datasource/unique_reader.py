@@ -104,7 +104,7 @@ async def read(
         assert job.query.unique is not None
         precision = job.query.unique.precision
         mine = []
-        for part in _parts(list(uniques.groups(job.outputs, job.points))):
+        for part in parts(list(uniques.groups(job.outputs, job.points))):
             mine.append(len(calls))
             calls.append(asyncio.ensure_future(count(precision, part)))
         by_job.append(mine)
@@ -116,16 +116,16 @@ async def read(
     return out
 
 
-def _parts(groups: Sequence[Group]) -> list[list[Group]]:
-    """``groups`` cut into calls of at most UNION_SLICES_PER_CALL slices (a bigger union
-    alone in its call)."""
-    parts: list[list[Group]] = [[]]
+def parts(groups: Sequence[Group], limit: int = UNION_SLICES_PER_CALL) -> list[list[Group]]:
+    """``groups`` cut into calls of at most ``limit`` slices (a bigger union alone in its
+    call)."""
+    chunks: list[list[Group]] = [[]]
     size = 0
     for group in groups:
         slices = sum(len(starts) for _, starts in group)
-        if parts[-1] and size + slices > UNION_SLICES_PER_CALL:
-            parts.append([])
+        if chunks[-1] and size + slices > limit:
+            chunks.append([])
             size = 0
-        parts[-1].append(group)
+        chunks[-1].append(group)
         size += slices
-    return [p for p in parts if p]
+    return [c for c in chunks if c]
