@@ -40,9 +40,11 @@ def write_slice(
         client.pfadd(slot.hll(start), *chosen[i : i + 5000])
     client.expireat(slot.hll(start), until)
     if exact:
-        room = settings.unique_exact_cap + 1 - client.scard(slot.members(start))
-        if room > 0 and chosen:
-            client.sadd(slot.members(start), *chosen[:room])
+        listed = set(client.smembers(slot.members(start)))
+        room = settings.unique_exact_cap + 1 - len(listed)  # stop at cap + 1: "over the cap"
+        fresh = [v for v in chosen if v not in listed][: max(0, room)]
+        if fresh:
+            client.sadd(slot.members(start), *fresh)
         client.expireat(slot.members(start), until)
     registry = keys.unique_layout(series_id, (precision,)).registry
     client.zadd(registry, {slot.member: until}, gt=True)
