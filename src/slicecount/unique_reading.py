@@ -22,6 +22,13 @@ from slicecount.slices import slice_starts
 
 PAGE = 10_000
 """Registry members fetched per ZRANGEBYSCORE when listing unique series."""
+CARRY_AS_THEY_ARE = 8
+"""Up to this many HLLs of one shard are carried as they are to the slot counting a union
+across shards; more are PFMERGEd there first. A small HLL is sparse (a few hundred bytes)
+and PFMERGE writes a dense 12 kB one in about a millisecond; many dense HLLs of one shard
+travel lighter merged. On a 3-master cluster (64 shards), 10 unions of 100 series: 32 ms
+(sparse) / 215 ms (dense) at 8, 290 / 280 ms merging from 2 keys; one union of 100 series
+x 10 slices: 67 / 113 ms at 8, 39 / 186 ms never merging, 56 / 87 ms from 2 keys."""
 SCRATCH_TTL_MS = 60_000
 """A carried HLL outlives its union by this at most, should the DEL never run."""
 
@@ -148,11 +155,11 @@ def count_unions(ctx: Context, precision: int, groups: Sequence[Group]) -> Opera
             first.append(("PFCOUNT", *keys))  # one slot: Redis merges them itself
             places.append(("count", [at], 0))
         elif union.by_shard:
-            gets = []
+            gets: list[int] = []
             for shard, keys in union.by_shard.items():
-                if len(keys) == 1:
-                    gets.append(len(first))
-                    first.append(("GET", keys[0]))
+                if len(keys) <= CARRY_AS_THEY_ARE:
+                    gets += range(len(first), len(first) + len(keys))
+                    first += [("GET", key) for key in keys]
                     continue
                 merged = ctx.keys.scratch(shard, f"{token}:{index}")
                 gets.append(len(first) + 1)
