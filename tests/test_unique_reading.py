@@ -65,12 +65,15 @@ def test_get_unique_reads_the_retention_window_only(small_cap: Settings, redis_c
     write_slice(redis_client, small_cap, "w", 60, old, ["x"])
     write_slice(redis_client, small_cap, "w", 60, M - 60 * 120, ["x", "y"])
     write_slice(redis_client, small_cap, "w", 60, M + 240, ["future"])  # within max_future
+    slot = KeysOf(small_cap).slot("w", 60)
+    for start in (old, M - 60 * 120):  # kept on: the window, not Redis, leaves them out
+        redis_client.pfadd(slot.hll(start), *["x", "y"][: 1 + (start > old)])
+        redis_client.expire(slot.hll(start), 3600)
     with Store(small_cap, clock=lambda: NOW) as store:
         assert store.get_unique("w", 60) == [(M - 7200, 2), (M + 240, 1)]
     with Store(small_cap, clock=lambda: NOW + 60 * 122) as later:
         assert later.get_unique("w", 60) == [(M + 240, 1)]
     # the keys expire by themselves, a retention after their slice
-    slot = KeysOf(small_cap).slot("w", 60)
     assert redis_client.ttl(slot.hll(M)) == -2  # never written
     left = expiry(small_cap, 60, M + 240) - time.time()
     assert left - 2 <= redis_client.ttl(slot.hll(M + 240)) <= left + 1  # TTL: Redis 6.2 has it
