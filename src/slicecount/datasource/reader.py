@@ -165,6 +165,49 @@ class Reader:
     async def histograms(self) -> set[str]:
         return {n[: -len(BUCKET_SUFFIX)] for n in await self.names() if n.endswith(BUCKET_SUFFIX)}
 
+    async def unique_series_of(self, name: str, precision: int) -> list[SeriesInfo]:
+        """The unique series of one name at ``precision`` (a unique precision)."""
+
+        async def load() -> list[SeriesInfo]:
+            return self._parse_all(await self.store.unique_series(name, precision))
+
+        return await self._cached(("unique", name, precision), load)
+
+    async def every_unique(self) -> list[SeriesInfo]:
+        """Every unique series, at the coarsest unique precision (kept longest)."""
+        precisions = self.settings.unique_precisions
+        assert isinstance(precisions, tuple)  # Settings parsed it
+        coarsest = precisions[-1]
+
+        async def load() -> list[SeriesInfo]:
+            return self._parse_all(await self.store.all_unique_series(coarsest))
+
+        return await self._cached(("all unique",), load)
+
+    async def count_unions(
+        self, precision: int, groups: Sequence[Sequence[tuple[str, Sequence[int]]]]
+    ) -> list[int]:
+        """The distinct count of each group's union of (series, slices), in chunks of about
+        READ_CHUNK_POINTS slices, READS_IN_FLIGHT at once, in order."""
+        gate = asyncio.Semaphore(READS_IN_FLIGHT)
+        chunks: list[list[Sequence[tuple[str, Sequence[int]]]]] = [[]]
+        size = 0
+        for group in groups:
+            keys = sum(len(starts) for _, starts in group)
+            if size + keys > READ_CHUNK_POINTS and chunks[-1]:
+                chunks.append([])
+                size = 0
+            chunks[-1].append(group)
+            size += keys
+
+        async def count(part: list[Sequence[tuple[str, Sequence[int]]]]) -> list[int]:
+            async with gate:
+                return await self.store.count_unions(precision, part) if part else []
+
+        tasks = [asyncio.ensure_future(count(part)) for part in chunks]
+        await all_done(tasks)
+        return [n for task in tasks for n in task.result()]
+
     async def annotations(
         self, start: float, end: float, tags: Sequence[str]
     ) -> list[dict[str, Any]]:
