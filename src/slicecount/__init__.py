@@ -23,7 +23,7 @@ from slicecount.series import encode as series_id
 from slicecount.series import parse as parse_series
 
 if TYPE_CHECKING:
-    from slicecount.default import annotate, configure, event, get_recorder
+    from slicecount.default import annotate, configure, event, get_recorder, unique
     from slicecount.lifecycle import close_all
     from slicecount.recorder import Recorder
     from slicecount.store import Store
@@ -46,6 +46,7 @@ _LAZY = {
     "limit": "slicecount.throttle.decorator",
     "Limiter": "slicecount.throttle.limiter",
     "Throttle": "slicecount.throttle.guard",
+    "unique": "slicecount.default",
 }
 
 
@@ -83,4 +84,5 @@ __all__ = [
     "limit",
     "parse_series",
     "series_id",
+    "unique",
 ]

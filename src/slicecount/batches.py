@@ -37,7 +37,7 @@ class Batch:
     first refusal raises ``StoreError``, except inside the EXEC of a ``bulk`` transaction,
     whose refused commands come back in place (the others were applied: count, never retry).
     A batch holding a script call holds only that call, so it can be sent again after
-    NOSCRIPT."""
+    NOSCRIPT, unless every script call in it is idempotent (``unique_add``)."""
 
     commands: list[Command | ScriptCall] = field(default_factory=list)
     transaction: bool = False

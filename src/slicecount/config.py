@@ -122,7 +122,7 @@ def parse_retention(value: object, precisions: tuple[int, ...]) -> Mapping[int, 
 
 
 def _unique_precisions(value: object, precisions: tuple[int, ...]) -> tuple[int, ...]:
-    if value is None or value == "":
+    if value is None or value == "" or value == ():
         coarse = tuple(p for p in precisions if p >= UNIQUE_MIN_PRECISION)
         return coarse or precisions[-1:]
     chosen = parse_precisions(value)
@@ -165,8 +165,8 @@ class Settings:
     refused, failing closed): a Redis down or paused costs a request about this much."""
     throttle_strategy: str = "fixed"
     """"fixed" windows (the seed's) or "sliding" (the previous window weighted in)."""
-    unique_precisions: tuple[int, ...] | str | None = None
-    """Precisions of the unique counts (a subset of ``precisions``); None: those of
+    unique_precisions: tuple[int, ...] = ()
+    """Precisions of the unique counts (a subset of ``precisions``); empty: those of
     ``UNIQUE_MIN_PRECISION`` s and coarser (the coarsest if none is)."""
     unique_exact_cap: int = DEFAULT_UNIQUE_EXACT_CAP
     """Values listed per slice in exact mode; past it the slice counts by its HyperLogLog."""
@@ -256,5 +256,5 @@ class Settings:
             }
         if "precisions" in changes and "unique_precisions" not in changes:
             kept = set(parse_precisions(changes["precisions"]))
-            changes["unique_precisions"] = [p for p in self.unique_precisions if p in kept] or None
+            changes["unique_precisions"] = tuple(p for p in self.unique_precisions if p in kept)
         return replace(self, **changes)

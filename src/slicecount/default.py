@@ -58,18 +58,36 @@ def _create_locked() -> Recorder:
 def event(name: str, n: int = 1, /, **labels: LabelValue) -> None:
     """Count ``n`` occurrences of an application event now, e.g.
     ``slicecount.event("signups", plan="pro")``. Never raises, never waits on the network."""
+    recorder = _recorder or _first_use("event")
+    if recorder is not None:
+        recorder.add(name, n, labels or None)
+
+
+def _first_use(what: str) -> Recorder | None:
+    """The default Recorder on first use, or None for good when the settings are bad (they
+    must not break the app's request)."""
     global _broken
-    recorder = _recorder
-    if recorder is None:
-        if _broken:
-            return
-        try:
-            recorder = get_recorder()
-        except Exception as exc:  # bad SLICECOUNT_* settings must not break the app's request
-            _broken = True
-            logger.error("slicecount.event is disabled: %s", exc)
-            return
-    recorder.add(name, n, labels or None)
+    if _broken:
+        return None
+    try:
+        return get_recorder()
+    except Exception as exc:
+        _broken = True
+        logger.error("slicecount.%s is disabled: %s", what, exc)
+        return None
+
+
+def unique(
+    name: str, value: str, /, *, exact: bool = False, first_seen: bool = False, **labels: LabelValue
+) -> None:
+    """Note that ``value`` (a user id, a client, an API key...) was seen now in the unique
+    series ``name``: each slice counts its distinct values, e.g.
+    ``slicecount.unique("active.users", user_id, plan="pro")``. ``exact=True`` also lists them
+    (up to ``unique_exact_cap`` per slice); ``first_seen=True`` also counts each value once per
+    slice into the ordinary counter ``name``. Never raises, never waits on the network."""
+    recorder = _recorder or _first_use("unique")
+    if recorder is not None:
+        recorder.add_unique(name, value, labels or None, exact=exact, first_seen=first_seen)
 
 
 def annotate(

@@ -16,12 +16,13 @@ DROPPED_METRIC = "slicecount.dropped"
 """Events dropped because the buffer was full while Redis was unreachable."""
 REJECTED_METRIC = "slicecount.rejected"
 """Events refused, labelled ``reason``: invalid_name, invalid_label, too_long, not_utf8,
-not_a_count, count_range, time_range, not_an_id, too_many_metrics, redis (Redis refused the
-increment), error (anything else); each cause logged once."""
+not_a_count, count_range, time_range, not_an_id, too_many_metrics, not_a_value (a unique
+value that is not a string), redis (Redis refused the increment), error (anything else); each
+cause logged once."""
 
 REASONS = frozenset(
     {"invalid_name", "invalid_label", "too_long", "not_utf8", "not_a_count", "count_range",
-     "time_range", "not_an_id", "too_many_metrics", "redis", "error"}
+     "time_range", "not_an_id", "too_many_metrics", "not_a_value", "redis", "error"}
 )  # fmt: skip
 """The values of ``reason``: a fixed set, so the loss series stay few."""
 

@@ -22,12 +22,13 @@ from collections.abc import Sequence
 from slicecount import lifecycle
 from slicecount.admission import Admission, Warnings
 from slicecount.batches import Clock
-from slicecount.errors import ConfigurationError
+from slicecount.errors import ConfigurationError, StoreError
 from slicecount.flusher import flush_every, flush_until_written
-from slicecount.losses import REASONS, Losses, Pending
+from slicecount.losses import REASONS, Losses, Pending, refused_by_redis
 from slicecount.outbox import Outbox
 from slicecount.series import Labels, shown
 from slicecount.store import Store
+from slicecount.unique_buffer import Taken, UniqueValues
 from slicecount.writing import bad_count, prepare_safely, time_error
 
 logger = logging.getLogger("slicecount")
@@ -68,6 +69,7 @@ class Recorder:
         )
         self._ids = self._admission.ids  # read without a lock on the hot path
         self._outbox = Outbox()
+        self._uniques = UniqueValues(self.max_pending, self.max_future, clock, self._drop)
         self.reset()
         lifecycle.track(self)
 
@@ -79,6 +81,7 @@ class Recorder:
         self._seconds: list[int] = []  # heap of the buffered seconds
         self._size = 0
         self._losses = Losses()
+        self._uniques.reset(self._lock)
         self._outbox.reset()
         self._admission.after_fork()
         self._stop = threading.Event()
@@ -103,6 +106,31 @@ class Recorder:
             self.refuse(exc, _events(n))
             return
         self._add(now, series_id, n)
+
+    def add_unique(
+        self,
+        name: str,
+        value: str,
+        labels: Labels | None = None,
+        *,
+        exact: bool = False,
+        first_seen: bool = False,
+        now: float | None = None,
+    ) -> None:
+        """Note that ``value`` was seen in a unique series at ``now``: each slice counts its
+        distinct values (``exact``: and lists them; ``first_seen``: and counts them into the
+        ordinary counter ``name``). Never raises, never waits on the network."""
+        try:
+            series_id = self._ids.get((name, tuple(labels.items())) if labels else name)
+            if series_id is None:
+                series_id = self._admission.series_id(name, labels)
+            error = self._uniques.add((series_id, exact, first_seen), value, now)
+        except Exception as exc:  # a counting bug must never reach the caller's request
+            error = exc
+        if error is not None:
+            self.refuse(error)
+        elif self._thread is None:
+            self._start()
 
     def series_id(self, name: str, labels: Labels | None = None) -> str:
         """The id ``add_ids()`` counts into: validated (ValueError naming the bad value) and
@@ -185,6 +213,9 @@ class Recorder:
         except Exception as exc:
             self.refuse(exc, sum(m for _, m in more) if more is not None else n)
 
+    def _drop(self, events: int) -> None:
+        self._losses.dropped += events  # (lock held)
+
     def _drop_oldest(self) -> None:
         """Drop buffered entries, oldest second first, until the bound holds (lock held). The
         seconds wait in a heap: during a long outage every new entry drops one, in O(log n)."""
@@ -226,6 +257,8 @@ class Recorder:
                 pending, self._pending, self._size = self._pending, {}, 0
                 self._seconds = []
                 batch = self._losses.write_into(pending, int(self._clock()))
+            if not self._flush_uniques():
+                return False
             if not batch:
                 return True
             prepared = prepare_safely(self.store.context, batch)
@@ -236,6 +269,33 @@ class Recorder:
                 self.refuse(error, prepared.out_of_range)
             self._outbox.put(prepared.chunks)
             return self._outbox.deliver(self.store, self.refuse)
+
+    def _flush_uniques(self) -> bool:
+        """Write the unique values buffered; False (and put back) while Redis is away."""
+        taken = self._uniques.take()
+        if not taken:
+            return True
+        try:
+            written = self.store.write_uniques(taken)
+        except StoreError as exc:
+            if exc.permanent:  # sending the same again cannot help
+                self.refuse(refused_by_redis(f"redis refused unique values: {exc}"), _size(taken))
+                return True
+            self._uniques.put_back(taken)
+            return False
+        except (TypeError, ValueError) as exc:  # cannot even be packed: never sent
+            self.refuse(refused_by_redis(f"unique values could not be sent: {exc}"), _size(taken))
+            return True
+        cap = self.store.settings.unique_exact_cap
+        for member in written.over_cap:
+            self._warnings.once(
+                f"cap:{member}",
+                "slicecount: the exact list %s passed %d values in a slice; that slice now "
+                "lists some of them and counts by its HyperLogLog",
+                member,
+                cap,
+            )
+        return True
 
     # -- introspection and shutdown ------------------------------------------------------------
 
@@ -280,7 +340,7 @@ class Recorder:
 
     def has_unwritten(self) -> bool:
         """True while counts, loss counters or chunks in doubt wait to be written."""
-        return bool(self._size or self._losses or len(self._outbox))
+        return bool(self._size or self._uniques.size or self._losses or len(self._outbox))
 
     def __enter__(self) -> Recorder:
         return self
@@ -290,6 +350,10 @@ class Recorder:
 
 
 close_all = lifecycle.close_all
+
+
+def _size(taken: Taken) -> int:
+    return sum(len(values) for bucket in taken.values() for values in bucket.values())
 
 
 def _events(n: object) -> int:

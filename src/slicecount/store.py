@@ -18,7 +18,15 @@ from redis.cluster import ClusterNode, RedisCluster
 from redis.crc import key_slot
 from redis.sentinel import Sentinel
 
-from slicecount import annotating, reading, resharding, throttling, trimming, writing
+from slicecount import (
+    annotating,
+    reading,
+    resharding,
+    throttling,
+    trimming,
+    unique_writing,
+    writing,
+)
 from slicecount.batches import Batch, Context, Operation, ping
 from slicecount.config import Settings
 from slicecount.errors import StoreError
@@ -175,6 +183,8 @@ class Store(StoreBase["redis.Redis | RedisCluster"]):
         self.close()
 
     incr = _blocking(writing.incr)
+    add_unique = _blocking(unique_writing.add_unique)
+    write_uniques = _blocking(unique_writing.write_uniques)
     apply = _blocking(writing.apply)
     write_chunk = _blocking(writing.write_chunk)
     get = _blocking(reading.get)

@@ -19,7 +19,7 @@ from redis.asyncio.cluster import RedisCluster as AsyncCluster
 from redis.asyncio.sentinel import Sentinel as AsyncSentinel
 from redis.crc import key_slot
 
-from slicecount import annotating, reading, throttling, writing
+from slicecount import annotating, reading, throttling, unique_writing, writing
 from slicecount.batches import Batch, Context, Operation, ping
 from slicecount.config import Settings
 from slicecount.errors import StoreError
@@ -186,6 +186,8 @@ class AsyncStore(StoreBase["aioredis.Redis | AsyncCluster"]):
         await self.close()
 
     incr = _awaiting(writing.incr)
+    add_unique = _awaiting(unique_writing.add_unique)
+    write_uniques = _awaiting(unique_writing.write_uniques)
     apply = _awaiting(writing.apply)
     get = _awaiting(reading.get)
     series = _awaiting(reading.series)

@@ -1,0 +1,109 @@
+"""The Recorder's buffer of unique values: O(1) per value on the request path, bounded. Pure.
+
+Values wait per (epoch second, series and mode) in a set, so a value seen a thousand times in a
+second is sent once. At most ``max_values`` distinct values wait in all; past it (Redis away
+for long) the oldest second's values are dropped and counted, as the counts' buffer does. A
+flush takes the whole buffer; if Redis did not answer for it, it is put back (unique writes are
+idempotent: what was applied already costs nothing the second time).
+"""
+
+from __future__ import annotations
+
+import heapq
+import threading
+from collections.abc import Callable
+
+from slicecount.batches import Clock
+from slicecount.unique_writing import UniqueKey, value_error
+from slicecount.writing import time_error
+
+Taken = dict[int, dict[UniqueKey, set[str]]]
+
+
+class UniqueValues:
+    """Distinct values per second and series, waiting for the next flush."""
+
+    def __init__(
+        self, max_values: int, max_future: float, clock: Clock, dropped: Callable[[int], None]
+    ) -> None:
+        self.max_values = max_values
+        self._max_future = max_future
+        self._clock = clock
+        self._dropped = dropped  # called with the lock held: must not take it
+        self.reset(threading.Lock())
+
+    def reset(self, lock: threading.Lock) -> None:
+        """Empty, guarded by ``lock`` (the Recorder's: a drop is counted under it)."""
+        self._lock = lock
+        self._pending: Taken = {}
+        self._seconds: list[int] = []  # heap of the buffered seconds
+        self.size = 0
+
+    def add(self, key: UniqueKey, value: str, now: float | None) -> Exception | None:
+        """Buffer ``value`` for ``key`` at ``now`` (default: the clock); the refusal of a bad
+        value or time is returned, never raised (the Recorder counts it)."""
+        # a cheap filter (the literal is MAX_VALUE_LENGTH); value_error() decides
+        if value.__class__ is not str or len(value) > 1024 or not value.isascii():
+            refused = value_error(value)
+            if refused is not None:
+                return refused
+        second = int(self._clock()) if now is None else int(now)
+        lock = self._lock
+        lock.acquire()
+        try:
+            bucket = self._pending.get(second)
+            if bucket is None:
+                error = time_error(second, self._clock(), self._max_future, now)
+                if error is not None:  # checked once per new second
+                    return error
+                bucket = self._pending[second] = {}
+                heapq.heappush(self._seconds, second)
+            values = bucket.get(key)
+            if values is None:
+                bucket[key] = {value}
+            else:
+                before = len(values)
+                values.add(value)
+                if len(values) == before:
+                    return None
+            self.size += 1
+            if self.size > self.max_values:
+                self._drop_oldest()
+        finally:
+            lock.release()
+        return None
+
+    def _drop_oldest(self) -> None:
+        """Drop the oldest second's values until the bound holds (lock held)."""
+        while self.size > self.max_values and self._seconds:
+            oldest = heapq.heappop(self._seconds)
+            bucket = self._pending.pop(oldest, {})
+            lost = sum(len(values) for values in bucket.values())
+            self.size -= lost
+            self._dropped(lost)
+
+    def take(self) -> Taken:
+        """Everything buffered, leaving the buffer empty."""
+        with self._lock:
+            taken, self._pending, self._seconds, self.size = self._pending, {}, [], 0
+        return taken
+
+    def put_back(self, taken: Taken) -> None:
+        """Merge values a flush could not write into the buffer (still bounded)."""
+        with self._lock:
+            for second, bucket in taken.items():
+                mine = self._pending.get(second)
+                if mine is None:
+                    mine = self._pending[second] = {}
+                    heapq.heappush(self._seconds, second)
+                for key, values in bucket.items():
+                    held = mine.get(key)
+                    if held is None:
+                        mine[key] = values
+                        self.size += len(values)
+                    else:
+                        before = len(held)
+                        held |= values
+                        self.size += len(held) - before
+            if self.size > self.max_values:
+                self._drop_oldest()

@@ -1,0 +1,174 @@
+"""Writing unique values: distinct counts per slice (the redis_counters gem's unique lists). Pure.
+
+Each (precision, series, slice) is a HyperLogLog (``keys.UniqueSlot.hll``) expiring with the
+precision's retention, so the cleaner never touches it. A flush sends, per slice, one PFADD of
+every value buffered for it and one EXPIREAT; exact mode and first-seen counting need a decision
+inside Redis (the SET's cap, the count to write) and go through ``lua/unique_add.lua``. Every
+write is idempotent (adding a value twice changes nothing), so a batch whose outcome is unknown
+is simply sent again: no writer numbers, no transaction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable, Mapping
+from typing import NamedTuple
+
+from slicecount.batches import Batch, Command, Context, Operation, ScriptCall
+from slicecount.errors import ConfigurationError
+from slicecount.keys import UniqueSlot
+from slicecount.series import Labels, encode, shown
+from slicecount.writing import check_time
+
+MAX_VALUE_LENGTH = 1024
+"""Longest value (in characters) a unique series takes: values are ids, not documents."""
+BATCH_VALUES = 20_000
+"""Values sent per batch (a few ms of server time): a flush of many values never stalls Redis."""
+
+
+UniqueKey = tuple[str, bool, bool]
+"""What values are buffered under: the series id, exact mode, first-seen counting (a plain
+tuple: the Recorder builds one per value)."""
+
+
+UniqueBuffer = Mapping[int, Mapping[UniqueKey, Collection[str]]]
+"""Epoch second -> series and mode -> the distinct values seen in that second."""
+
+
+class UniqueWritten(NamedTuple):
+    """What a write did: the exact slices it found over their cap (``"<prec>:<series>"``)."""
+
+    over_cap: list[str]
+
+
+def value_error(value: object) -> ConfigurationError | None:
+    """The refusal of a value a unique series cannot take (not a string, too long, not
+    encodable), else None."""
+    if not isinstance(value, str):
+        return ConfigurationError(
+            f"a unique value must be a string, got {shown(value)}", "not_a_value"
+        )
+    if len(value) > MAX_VALUE_LENGTH:
+        return ConfigurationError(
+            f"a unique value is {len(value)} characters long (at most {MAX_VALUE_LENGTH})",
+            "too_long",
+        )
+    if not value.isascii():
+        try:
+            value.encode()
+        except UnicodeEncodeError:
+            return ConfigurationError(f"unique value {shown(value)} is not UTF-8", "not_utf8")
+    return None
+
+
+def prepare_uniques(ctx: Context, buffer: UniqueBuffer) -> list[Batch]:
+    """A buffer as batches: the values of each slice (one per precision) merged over the
+    seconds they were seen in, at most ``BATCH_VALUES`` values a batch; each registry's stale
+    members dropped once."""
+    keys, settings = ctx.keys, ctx.settings
+    precisions = settings.unique_precisions
+    slices: dict[tuple[UniqueKey, int, int], set[str]] = {}
+    for second, bucket in buffer.items():
+        for key, values in bucket.items():
+            for precision in precisions:
+                start = second - second % precision
+                found = slices.get((key, precision, start))
+                if found is None:
+                    slices[(key, precision, start)] = set(values)
+                else:
+                    found.update(values)
+    now = int(ctx.clock())
+    batches: list[Batch] = []
+    batch, size, registries = Batch(), 0, set()
+    for (key, precision, start), values in slices.items():
+        layout = keys.unique_layout(key[0], (precision,))
+        slot = layout.slots[0]
+        expire_at = start + precision * (settings.retention_for(precision) + 1)
+        if expire_at <= now:
+            continue  # already past retention: it would expire as it lands
+        if layout.registry not in registries:
+            registries.add(layout.registry)
+            batch.commands.append(("ZREMRANGEBYSCORE", layout.registry, "-inf", now))
+        batch.commands += _commands(ctx, key, layout.registry, slot, start, expire_at, values)
+        size += len(values)
+        if size >= BATCH_VALUES:
+            batches.append(batch)
+            batch, size = Batch(), 0
+    if batch.commands:
+        batches.append(batch)
+    return batches
+
+
+def _commands(
+    ctx: Context,
+    key: UniqueKey,
+    registry: str,
+    slot: UniqueSlot,
+    start: int,
+    expire_at: int,
+    values: Iterable[str],
+) -> list[Command | ScriptCall]:
+    series_id, exact, first_seen = key
+    hll = slot.hll(start)
+    if not exact and not first_seen:  # the common case: plain commands, no script
+        return [
+            ("ZADD", registry, "GT", expire_at, slot.member),
+            ("PFADD", hll, *values),
+            ("EXPIREAT", hll, expire_at),
+        ]
+    keys = ctx.keys
+    shard = keys.shard(series_id)
+    cap = ctx.settings.unique_exact_cap if exact else 0
+    script_keys = (
+        hll,
+        slot.members(start),
+        registry,
+        keys.counter_for_member(shard, slot.member),
+        keys.known(shard),
+    )
+    args = (cap, expire_at, slot.member, start, 1 if first_seen else 0, *values)
+    return [ScriptCall("unique_add", script_keys, args)]
+
+
+def write_uniques(ctx: Context, buffer: UniqueBuffer) -> Operation[UniqueWritten]:
+    """Send a buffer's values; the exact slices found over their cap come back."""
+    over_cap: list[str] = []
+    for batch in prepare_uniques(ctx, buffer):
+        replies = yield batch
+        over_cap += _over_cap(batch, replies)
+    return UniqueWritten(over_cap)
+
+
+def _over_cap(batch: Batch, replies: list[object]) -> list[str]:
+    return [
+        str(call.args[2])
+        for call, reply in zip(batch.commands, replies, strict=True)
+        if isinstance(call, ScriptCall) and reply == 1
+    ]
+
+
+def add_unique(
+    ctx: Context,
+    name: str,
+    values: Iterable[str],
+    labels: Labels | None = None,
+    *,
+    exact: bool = False,
+    first_seen: bool = False,
+    now: float | None = None,
+) -> Operation[UniqueWritten]:
+    """Add ``values`` to a unique series now (or at ``now``) at every unique precision, in
+    the calling round trips (the unique twin of ``incr``)."""
+    series_id = encode(name, labels)
+    if isinstance(values, str):
+        raise ConfigurationError(f"values must be a collection of strings, got {values!r}")
+    distinct: set[str] = set()
+    for value in values:
+        error = value_error(value)
+        if error is not None:
+            raise error
+        distinct.add(value)
+    second = int(check_time(ctx, ctx.clock() if now is None else now))
+    if not distinct:
+        return UniqueWritten([])
+    key = (series_id, bool(exact), bool(first_seen))
+    return (yield from write_uniques(ctx, {second: {key: distinct}}))

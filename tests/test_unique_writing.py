@@ -1,0 +1,200 @@
+"""Unique values written by the store and the Recorder: the keys, their expiry, the exact SET's
+cap, first-seen counting, bad values, an outage and forked writers. Read back with raw commands
+(the read operations have their own tests)."""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+import pytest
+
+from slicecount.config import Settings
+from slicecount.embedded import EmbeddedRedis
+from slicecount.losses import DROPPED_METRIC, REJECTED_METRIC
+from slicecount.recorder import Recorder
+from slicecount.store import Store
+from tests.test_recorder import rejected
+
+pytestmark = pytest.mark.topologies
+
+
+def hll_count(store: Store, client: Any, series_id: str, precision: int, start: int) -> int:
+    slot = store.keys.unique_layout(series_id, (precision,)).slots[0]
+    return int(client.pfcount(slot.hll(start)))
+
+
+def now_and_start(precision: int) -> tuple[int, int]:
+    now = int(time.time())
+    return now, now - now % precision
+
+
+def test_store_writes_one_hll_per_precision_expiring_with_retention(
+    store: Store, redis_client: Any
+) -> None:
+    now = int(time.time())
+    written = store.add_unique("visitors", [f"u{i}" for i in range(500)], {"route": "/"}, now=now)
+    assert written.over_cap == []
+    series_id = 'visitors{route="/"}'
+    for precision in store.settings.unique_precisions:
+        start = now - now % precision
+        slot = store.keys.unique_layout(series_id, (precision,)).slots[0]
+        assert abs(redis_client.pfcount(slot.hll(start)) - 500) <= 10
+        expire_at = start + precision * (store.settings.retention_for(precision) + 1)
+        assert abs(redis_client.ttl(slot.hll(start)) - (expire_at - time.time())) <= 2
+        registry = store.keys.unique_layout(series_id, (precision,)).registry
+        assert redis_client.zscore(registry, slot.member) == expire_at
+        assert not redis_client.exists(slot.members(start))  # not exact: no SET
+    finer = [p for p in store.settings.precisions if p not in store.settings.unique_precisions]
+    assert finer == [1, 5]
+    for precision in finer:
+        slot = store.keys.unique_layout(series_id, (precision,)).slots[0]
+        assert not redis_client.exists(slot.hll(now - now % precision))
+
+
+def test_exact_mode_lists_up_to_the_cap_then_says_so(settings: Settings, redis_client: Any) -> None:
+    with Store(settings.with_changes(unique_exact_cap=10)) as store:
+        now, start = now_and_start(60)
+        assert store.add_unique("keys", ["a", "b", "c"], exact=True, now=now).over_cap == []
+        slot = store.keys.unique_layout("keys", (60,)).slots[0]
+        assert redis_client.smembers(slot.members(start)) == {"a", "b", "c"}
+        # adding the same values again changes nothing (a resent batch is harmless)
+        assert store.add_unique("keys", ["a", "b"], exact=True, now=now).over_cap == []
+        assert redis_client.scard(slot.members(start)) == 3
+        written = store.add_unique("keys", [f"k{i}" for i in range(20)], exact=True, now=now)
+        assert written.over_cap == [f"{p}:keys" for p in store.settings.unique_precisions]
+        assert redis_client.scard(slot.members(start)) == 11  # cap + 1: "over the cap"
+        assert redis_client.pfcount(slot.hll(start)) == 23  # the HLL has every value
+        assert redis_client.ttl(slot.members(start)) > 0
+
+
+def test_first_seen_counts_each_value_once_per_slice_into_a_counter(
+    settings: Settings,
+) -> None:
+    with Store(settings.with_changes(unique_exact_cap=100)) as store:
+        now, start = now_and_start(60)
+        store.add_unique("logins", ["ann", "bob"], exact=True, first_seen=True, now=now)
+        store.add_unique("logins", ["ann", "bob", "cy"], exact=True, first_seen=True, now=now)
+        assert store.get("logins", 60) == [(start, 3)]
+        assert store.series("logins", 60) == ["logins"]  # an ordinary counter: registered
+        # without exact mode the count is the HLL's (exact at this size)
+        store.add_unique("signins", ["ann", "bob", "ann"], first_seen=True, now=now)
+        assert store.get("signins", 60) == [(start, 2)]
+
+
+def test_bad_values_are_refused_naming_them(store: Store) -> None:
+    with pytest.raises(ValueError, match="must be a string, got 42"):
+        store.add_unique("v", [42])  # type: ignore[list-item]
+    with pytest.raises(ValueError, match="1025 characters"):
+        store.add_unique("v", ["x" * 1025])
+    with pytest.raises(ValueError, match="not UTF-8"):
+        store.add_unique("v", ["\ud800"])
+    with pytest.raises(ValueError, match="collection of strings"):
+        store.add_unique("v", "abc")
+    with pytest.raises(ValueError, match="metric name"):
+        store.add_unique("bad name", ["a"])
+
+
+def test_recorder_buffers_distinct_values_and_counts_them_per_slice(
+    store: Store, redis_client: Any
+) -> None:
+    recorder = Recorder(store, flush_interval=60)
+    now, start = now_and_start(60)
+    for i in range(30_000):
+        recorder.add_unique("users", f"user-{i % 10_000}", {"plan": "pro"}, now=now)
+        recorder.add_unique("keys", f"key-{i % 50}", exact=True, now=now)
+    assert recorder.pending == 0 and recorder.has_unwritten()
+    assert recorder.flush()
+    assert not recorder.has_unwritten()
+    got = hll_count(store, redis_client, 'users{plan="pro"}', 60, start)
+    assert abs(got - 10_000) <= 200  # within 2 % (the HLL's standard error is 0.81 %)
+    slot = store.keys.unique_layout("keys", (60,)).slots[0]
+    assert redis_client.smembers(slot.members(start)) == {f"key-{i}" for i in range(50)}
+    recorder.close()
+
+
+def test_recorder_refuses_bad_values_and_counts_them(store: Store) -> None:
+    recorder = Recorder(store, flush_interval=60)
+    recorder.add_unique("v", 42)  # type: ignore[arg-type]
+    recorder.add_unique("v", None)  # type: ignore[arg-type]
+    recorder.add_unique("v", "x" * 2000)
+    recorder.add_unique("v", "\udc80")
+    recorder.add_unique("bad name", "a")
+    recorder.add_unique("v", "a", now=time.time() + 3600)
+    recorder.add_unique("v", "fine")
+    recorder.close()
+    assert rejected(store) == {
+        "not_a_value": 2,
+        "too_long": 1,
+        "not_utf8": 1,
+        "invalid_name": 1,
+        "time_range": 1,
+    }
+
+
+@pytest.mark.topologies("standalone")
+def test_an_outage_buffers_a_bounded_number_of_values_and_counts_the_rest(
+    private_redis: EmbeddedRedis,
+) -> None:
+    settings = Settings(redis_url=private_redis.url, socket_timeout=0.5)
+    store = Store(settings)
+    recorder = Recorder(store, flush_interval=60, max_pending=1000)
+    now, start = now_and_start(60)
+    private_redis.stop()
+    for i in range(400):
+        recorder.add_unique("seen", f"old-{i}", now=now - 120)
+    assert not recorder.flush()  # Redis away: put back
+    for i in range(800):
+        recorder.add_unique("seen", f"new-{i}", now=now)
+    assert recorder.dropped == 400  # the oldest second went first
+    private_redis.start()
+    assert recorder.flush()
+    assert recorder.flush()  # the loss is written with the next flush
+    assert abs(hll_count(store, store.client, "seen", 60, start) - 800) <= 16
+    assert hll_count(store, store.client, "seen", 60, now - 120 - (now - 120) % 60) == 0
+    assert sum(n for _, n in store.get(DROPPED_METRIC, 86400)) == 400
+    assert not store.series(REJECTED_METRIC, 86400)
+    recorder.close()
+    store.close()
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")  # 3.12+ warns on fork with threads
+def test_forked_writers_make_a_union_not_a_sum(store: Store, redis_client: Any) -> None:
+    now, start = now_and_start(60)
+    children = []
+    for k in range(4):
+        pid = os.fork()
+        if pid == 0:  # each child its own Recorder; values overlap between children
+            code = 1
+            try:
+                with Store(store.settings) as own:
+                    recorder = Recorder(own, flush_interval=0.05)
+                    for i in range(5000):
+                        recorder.add_unique("clients", f"c{k * 2500 + i}", now=now)
+                    code = 0 if recorder.close() else 1
+            finally:
+                os._exit(code)
+        children.append(pid)
+    for pid in children:
+        assert os.waitpid(pid, 0)[1] == 0
+    truth = 3 * 2500 + 5000  # c0 .. c12499
+    for precision in store.settings.unique_precisions:
+        got = hll_count(store, redis_client, "clients", precision, now - now % precision)
+        assert abs(got - truth) <= truth * 0.02, precision
+    assert start  # (the 60 s slice is one of the above)
+
+
+@pytest.mark.topologies("standalone")
+def test_after_retention_nothing_of_a_series_is_left(redis_url: str, redis_client: Any) -> None:
+    settings = Settings(
+        redis_url=redis_url, precisions=(1, 2, 3), unique_precisions=(1, 2, 3), retention=1
+    )
+    with Store(settings) as store:
+        now = int(time.time())
+        store.add_unique("brief", ["a", "b"], exact=True, first_seen=False, now=now)
+        assert redis_client.keys("unique:*") and redis_client.keys("members:*")
+        time.sleep(3 * 2 + 1.2)  # the coarsest slice ends, then its retention passes
+        assert redis_client.keys("unique:*") == [] and redis_client.keys("members:*") == []
+        store.add_unique("other", ["x"])  # a later write drops the stale registry members
+        assert redis_client.zrange("uniques:", 0, -1) == [f"{p}:other" for p in (1, 2, 3)]
