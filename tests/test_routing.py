@@ -26,3 +26,8 @@ def test_a_pipeline_over_nodes_is_split_and_keyless_commands_go_with_the_first()
         ("b", [("HMGET", "b:1", "0")], [2]),
     ]
     assert first_key(("SCRIPT", "LOAD", "x")) is None and first_key(("GET", "k")) == "k"
+
+
+def test_the_parts_of_a_raw_pipeline_are_read_raw() -> None:
+    batch = Batch([("GET", "a:hll"), ("GET", "b:hll")], raw=True)
+    assert [sub.raw for _, sub, _ in split(batch, node_of, "default")] == [True, True]

@@ -37,11 +37,14 @@ class Batch:
     first refusal raises ``StoreError``, except inside the EXEC of a ``bulk`` transaction,
     whose refused commands come back in place (the others were applied: count, never retry).
     A batch holding a script call holds only that call, so it can be sent again after
-    NOSCRIPT, unless every script call in it is idempotent (``unique_add``)."""
+    NOSCRIPT, unless every script call in it is idempotent (``unique_add``). ``raw``: replies
+    come back undecoded (bytes), for binary strings such as a HyperLogLog carried between
+    cluster slots."""
 
     commands: list[Command | ScriptCall] = field(default_factory=list)
     transaction: bool = False
     bulk: bool = False
+    raw: bool = False
 
 
 @dataclass(frozen=True)

@@ -47,7 +47,8 @@ def split(
         return [(first, batch, whole)]
     parts: dict[N, tuple[Batch, list[int]]] = {}
     for index, (command, node) in enumerate(zip(batch.commands, nodes, strict=True)):
-        sub, positions = parts.setdefault(first if node is None else node, (Batch(), []))
+        part = first if node is None else node
+        sub, positions = parts.setdefault(part, (Batch(raw=batch.raw), []))
         sub.commands.append(command)
         positions.append(index)
     return [(node, sub, positions) for node, (sub, positions) in parts.items()]

@@ -24,6 +24,7 @@ from slicecount import (
     resharding,
     throttling,
     trimming,
+    unique_reading,
     unique_writing,
     writing,
 )
@@ -154,7 +155,7 @@ class Store(StoreBase["redis.Redis | RedisCluster"]):
         connection.send_packed_command([pack(batch)])
         for _ in range(reader.expected):
             try:
-                reply = connection.read_response()
+                reply = connection.read_response(disable_decoding=batch.raw)
             except redis.ResponseError as error:
                 reply = refusal(error)
             reader.feed(reply)
@@ -207,3 +208,8 @@ class Store(StoreBase["redis.Redis | RedisCluster"]):
     hit = _blocking(throttling.hit)
     claim = _blocking(throttling.claim)
     give_back = _blocking(throttling.give_back)
+    get_unique = _blocking(unique_reading.get_unique)
+    members = _blocking(unique_reading.members)
+    count_unions = _blocking(unique_reading.count_unions)
+    unique_series = _blocking(unique_reading.unique_series)
+    all_unique_series = _blocking(unique_reading.all_unique_series)

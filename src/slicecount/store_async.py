@@ -19,7 +19,7 @@ from redis.asyncio.cluster import RedisCluster as AsyncCluster
 from redis.asyncio.sentinel import Sentinel as AsyncSentinel
 from redis.crc import key_slot
 
-from slicecount import annotating, reading, throttling, unique_writing, writing
+from slicecount import annotating, reading, throttling, unique_reading, unique_writing, writing
 from slicecount.batches import Batch, Context, Operation, ping
 from slicecount.config import Settings
 from slicecount.errors import StoreError
@@ -157,7 +157,7 @@ class AsyncStore(StoreBase["aioredis.Redis | AsyncCluster"]):
         await connection.send_packed_command([pack(batch)])
         for _ in range(reader.expected):
             try:
-                reply = await connection.read_response()
+                reply = await connection.read_response(disable_decoding=batch.raw)
             except redis.ResponseError as error:
                 reply = refusal(error)
             reader.feed(reply)
@@ -199,3 +199,8 @@ class AsyncStore(StoreBase["aioredis.Redis | AsyncCluster"]):
     hit = _awaiting(throttling.hit)
     claim = _awaiting(throttling.claim)
     give_back = _awaiting(throttling.give_back)
+    get_unique = _awaiting(unique_reading.get_unique)
+    members = _awaiting(unique_reading.members)
+    count_unions = _awaiting(unique_reading.count_unions)
+    unique_series = _awaiting(unique_reading.unique_series)
+    all_unique_series = _awaiting(unique_reading.all_unique_series)
