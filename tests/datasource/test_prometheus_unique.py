@@ -30,8 +30,8 @@ Known = dict[tuple[str, str], dict[int, set[str]]]  # labels -> minute start -> 
 
 def _users(m: int, route: str, plan: str) -> set[str]:
     """Sliding ranges of ids: consecutive minutes, routes and plans share many values."""
-    base = 40 * m + (300 if route == "/b" else 0) + (150 if plan == "paid" else 0)
-    return {f"user-{i}" for i in range(base, base + 400 + 13 * (m % 5))}
+    base = 100 * m + (200 if route == "/b" else 0) + (150 if plan == "paid" else 0)
+    return {f"user-{i}" for i in range(base, base + 400 + 5 * (m % 5))}
 
 
 def _visitors(m: int, page: str) -> set[str]:
@@ -145,7 +145,7 @@ def test_sum_is_the_union_not_the_sum(
             truth = len(set().union(*(users[m][t - 60] for m in members)))
             added = sum(len(users[m][t - 60]) for m in members)
             assert close(value, truth), (group, t, value, truth)
-            assert value < 0.8 * added  # the sum of the counts is far off
+            assert added > 1.15 * truth and value < 0.9 * added  # not the sum of the counts
 
 
 @pytest.mark.parametrize(
@@ -171,7 +171,7 @@ def test_a_coarse_step_unions_the_slices_it_covers(
             assert close(value, len(truth)), (text, t, value, len(truth))
             if t - step >= FIRST:  # the union is wider than any one minute of it
                 minutes = range(t - step, t, 60)
-                assert len(truth) > 1.2 * max(len(users[m][s]) for m in members for s in minutes)
+                assert len(truth) > 1.1 * max(len(users[m][s]) for m in members for s in minutes)
 
 
 def test_instant_query_reads_the_slice_holding_t(

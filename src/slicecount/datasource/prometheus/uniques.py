@@ -48,6 +48,8 @@ def _matches(
     catalogue: Catalogue, selector: VectorSelector, listing: Sequence[SeriesInfo], unique: bool
 ) -> bool:
     names = catalogue.matching(selector, unique)
+    if not names:  # the common case: a counter's name, no listing to go through
+        return False
     stored = {catalogue.sources[n].stored for n in names}
     pairs: dict[str, list[tuple[str, dict[str, str]]]] = {}
     for s in listing:
