@@ -105,10 +105,10 @@ def test_each_point_is_its_slice_count_within_2_percent(
     assert any("precision 60 s" in info for info in body["infos"])
     got = lines(body, "route", "plan")
     assert set(got) == set(users)
-    for labels, points in got.items():
+    for (route, plan), points in got.items():
         assert sorted(points) == list(range(start, end + 1, 60))
         for t, value in points.items():
-            assert close(value, len(users[labels][t - 60])), (labels, t, value)
+            assert close(value, len(users[route, plan][t - 60])), (route, plan, t, value)
 
 
 def test_exact_mode_is_exact(prom: TestClient, known: tuple[Known, Known]) -> None:

@@ -80,7 +80,8 @@ def test_a_selector_of_both_kinds(prom: TestClient) -> None:
 
 
 def test_the_budget_counts_the_slices_a_union_reads(prom: TestClient) -> None:
-    params = {"query": "sum(api_users)", "start": NOW - 6990, "end": NOW - 30, "step": 60}
+    params = {"query": "sum(api_users)", "start": str(NOW - 6990), "end": str(NOW - 30)}
+    params["step"] = "60"
     response = prom.get("/api/v1/query_range", params=params)
     assert response.status_code == 422, response.text
     assert "slices of unique series" in response.json()["error"]
