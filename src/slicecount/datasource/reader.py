@@ -183,6 +183,30 @@ class Reader:
     async def histograms(self) -> set[str]:
         return {n[: -len(BUCKET_SUFFIX)] for n in await self.names() if n.endswith(BUCKET_SUFFIX)}
 
+    async def count_unions(
+        self, precision: int, groups: Sequence[Sequence[tuple[str, Sequence[int]]]]
+    ) -> list[int]:
+        """The distinct count of each group's union of (series, slices), in chunks of about
+        READ_CHUNK_POINTS slices, READS_IN_FLIGHT at once, in order."""
+        gate = asyncio.Semaphore(READS_IN_FLIGHT)
+        chunks: list[list[Sequence[tuple[str, Sequence[int]]]]] = [[]]
+        size = 0
+        for group in groups:
+            keys = sum(len(starts) for _, starts in group)
+            if size + keys > READ_CHUNK_POINTS and chunks[-1]:
+                chunks.append([])
+                size = 0
+            chunks[-1].append(group)
+            size += keys
+
+        async def count(part: list[Sequence[tuple[str, Sequence[int]]]]) -> list[int]:
+            async with gate:
+                return await self.store.count_unions(precision, part) if part else []
+
+        tasks = [asyncio.ensure_future(count(part)) for part in chunks]
+        await all_done(tasks)
+        return [n for task in tasks for n in task.result()]
+
     async def annotations(
         self, start: float, end: float, tags: Sequence[str]
     ) -> list[dict[str, Any]]:

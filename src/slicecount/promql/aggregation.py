@@ -13,7 +13,7 @@ from slicecount.promql.values import EvaluationError, Labels, Series, Value, key
 def aggregate(node: Aggregate, param: list[float] | None, series: list[Series]) -> list[Series]:
     groups: dict[tuple[tuple[str, str], ...], tuple[Labels, list[Series]]] = {}
     for s in series:
-        labels = _grouped(s.labels, node.grouping, node.without)
+        labels = grouped(s.labels, node.grouping, node.without)
         groups.setdefault(key(labels), (labels, []))[1].append(s)
     if node.op in ("topk", "bottomk"):
         assert param is not None
@@ -43,7 +43,7 @@ def aggregate(node: Aggregate, param: list[float] | None, series: list[Series]) 
     return out
 
 
-def _grouped(labels: Labels, grouping: tuple[str, ...], without: bool) -> Labels:
+def grouped(labels: Labels, grouping: tuple[str, ...], without: bool) -> Labels:
     if without:
         return {k: v for k, v in labels.items() if k not in grouping and k != NAME_LABEL}
     return {k: labels[k] for k in grouping if labels.get(k, "") != ""}

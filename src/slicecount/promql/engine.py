@@ -1,8 +1,10 @@
 """Evaluating a PromQL tree on a grid of times over exact running totals. Pure.
 
-Selectors read the totals the datasource prepared (``data``, by selector); everything else
-follows Prometheus' semantics, except that nothing is extrapolated: ``increase(c[d])`` at t
-is the sum of the counts of the d/p slices that end with the one holding t.
+Selectors read the totals the datasource prepared (``data``, by selector); a unique series'
+distinct counts, and the unions ``sum`` makes of them, come ready (``ready``, by selector or
+sum node: see ``distinct``). Everything else follows Prometheus' semantics, except that
+nothing is extrapolated: ``increase(c[d])`` at t is the sum of the counts of the d/p slices
+that end with the one holding t.
 """
 
 from __future__ import annotations
@@ -55,11 +57,16 @@ class Evaluator:
     """Evaluates trees on one grid; counts the points it computes against ``max_points``."""
 
     def __init__(
-        self, grid: Grid, data: Mapping[VectorSelector, Sequence[Raw]], max_points: int
+        self,
+        grid: Grid,
+        data: Mapping[VectorSelector, Sequence[Raw]],
+        max_points: int,
+        ready: Mapping[Node, Sequence[Series]] | None = None,
     ) -> None:
         self.grid = grid
         self.data = data
         self.max_points = max_points
+        self.ready = ready or {}
         self.computed = 0
 
     def charge(self, result: Result) -> Result:
@@ -90,13 +97,15 @@ class Evaluator:
         if isinstance(node, StringLiteral):
             return node.value
         if isinstance(node, VectorSelector):
-            return self.instant(node)
+            return self.instant(node) + self.given(node)
         if isinstance(node, MatrixSelector):
             raise EvaluationError("a range vector can only be the argument of a function")
         if isinstance(node, Unary):
             return self.negate(node)
         if isinstance(node, Call):
             return self.call(node)
+        if isinstance(node, Aggregate) and node in self.ready:
+            return self.given(node)  # a sum of unique series: their union, read by the store
         if isinstance(node, Aggregate):
             param = self.scalar(node.param) if node.param is not None else None
             return aggregation.aggregate(node, param, self.vector(node.expr))
@@ -145,6 +154,10 @@ class Evaluator:
         return functions.call(name, self.vector(args[0]), rest)
 
     # -- selectors --------------------------------------------------------------------------
+
+    def given(self, node: Node) -> list[Series]:
+        """The ready series of a node, copied: operators may change a series in place."""
+        return [Series(s.labels, list(s.values)) for s in self.ready.get(node, ())]
 
     def instant(self, node: VectorSelector) -> list[Series]:
         """Each series' running total at every time (the slice holding t included)."""
@@ -237,6 +250,7 @@ def evaluate(
     grid: Grid,
     data: Mapping[VectorSelector, Sequence[Raw]],
     max_points: int = 2_000_000,
+    ready: Mapping[Node, Sequence[Series]] | None = None,
 ) -> Result:
     """The value of ``node`` at every time of ``grid``."""
-    return Evaluator(grid, data, max_points).evaluate(node)
+    return Evaluator(grid, data, max_points, ready).evaluate(node)

@@ -8,18 +8,15 @@ framework here: ``app`` routes the requests and maps errors to Prometheus' envel
 from __future__ import annotations
 
 import asyncio
-import re
 from collections.abc import Callable, Sequence
 from itertools import accumulate
 from typing import Any
 
 import anyio.to_thread
 
-from slicecount import __version__
-from slicecount.datasource.discovery import SeriesInfo
 from slicecount.datasource.limits import LimitExceeded
-from slicecount.datasource.prometheus import results
-from slicecount.datasource.prometheus.names import Catalogue, Derived, derive, family
+from slicecount.datasource.prometheus import results, uniques
+from slicecount.datasource.prometheus.names import Catalogue, Derived, derive
 from slicecount.datasource.prometheus.params import BadData, Params
 from slicecount.datasource.prometheus.plan import (
     Need,
@@ -30,16 +27,14 @@ from slicecount.datasource.prometheus.plan import (
 )
 from slicecount.datasource.reader import Reader, all_done
 from slicecount.datasource.render import Rendered, render
-from slicecount.promql.ast import NAME_LABEL, Node, VectorSelector, walk
+from slicecount.promql.ast import Node, VectorSelector, walk
+from slicecount.promql.distinct import check, unions
 from slicecount.promql.engine import Evaluator, Result
 from slicecount.promql.parser import parse
 from slicecount.promql.values import Raw
 
 MAX_STEPS = 11_000
 """Evaluation times one range query may ask (Prometheus' own limit)."""
-PROMETHEUS_VERSION = "2.53.0"
-"""The API version announced by buildinfo: Grafana enables its features by version (>= 2.24
-for the metadata and label endpoints it uses)."""
 
 
 async def query(reader: Reader, params: Params) -> Rendered:
@@ -110,49 +105,61 @@ async def evaluate(
     than ``max_inline_points`` to read and compute) waits its turn and is evaluated and
     encoded in a worker thread, leaving the event loop to light requests."""
     limits = reader.limits
-    wanted = needs(node)
-    catalogue = Catalogue.of(await reader.stored_names()) if wanted else Catalogue({}, ())
+    catalogue, kinds = await uniques.survey(reader, needs(node))
+    check(node, kinds.distinct, kinds.mixed)  # a sum of distinct counts: 400, nothing read
+    wanted = uniques.with_steps(needs(node), catalogue, kinds, step)
     choice = choose(reader.settings, wanted, times, step, reader.clock(), limits.max_points)
     grid = choice.grid
     found = await _discover(reader, catalogue, wanted, grid.precision)
+    distinct = await uniques.discover(reader, catalogue, kinds, grid.precision)
+    planned = uniques.plan(grid, step, distinct, unions(node, kinds.distinct))
     ids = list(dict.fromkeys(p for derived in found.values() for d in derived for p in d.parts))
-    last = last_boundary(grid, wanted)
+    last = last_boundary(grid, [n for n in wanted if not n.distinct])
     slices = (last - grid.first) // grid.precision
-    if len(ids) > limits.max_series:
+    if len(ids) + planned.series > limits.max_series:
         raise LimitExceeded(
-            f"the query reads {len(ids):,} stored series, more than the limit of "
-            f"{limits.max_series:,}: narrow it with label matchers"
+            f"the query reads {len(ids) + planned.series:,} stored series, more than the "
+            f"limit of {limits.max_series:,}: narrow it with label matchers"
         )
-    if len(ids) * slices > limits.max_request_points:
+    if len(ids) * slices + planned.keys > limits.max_request_points:
         raise LimitExceeded(
-            f"the query reads {len(ids) * slices:,} points ({len(ids):,} series x {slices:,} "
-            f"slices of {grid.precision} s), more than the work budget max_request_points = "
+            f"the query reads {len(ids) * slices + planned.keys:,} points ({len(ids):,} series "
+            f"x {slices:,} slices of {grid.precision} s, {planned.keys:,} slices of unique "
+            f"series), more than the work budget max_request_points = "
             f"{limits.max_request_points:,}: shorten the range or match fewer series"
         )
 
-    def compute(counts: dict[str, list[int | None]]) -> bytes:
+    def compute(counts: dict[str, list[int | None]], distinct_counts: list[int]) -> bytes:
         sums = Sums({i: _totals(counts.get(i, []), slices) for i in ids}, slices)
         data = {
             selector: [Raw(d.labels, sums.of(d.parts), d.scale) for d in derived]
             for selector, derived in found.items()
         }
-        result = Evaluator(grid, data, limits.max_computed_points).evaluate(node)
+        ready = planned.ready(distinct_counts)
+        result = Evaluator(grid, data, limits.max_computed_points, ready).evaluate(node)
         return render(answer(result, choice.infos, catalogue.warnings))
 
-    work = len(ids) * (slices + len(times)) + len(walk(node)) * len(times)
+    async def read() -> tuple[dict[str, list[int | None]], list[int]]:
+        counted = asyncio.ensure_future(reader.count_unions(grid.precision, planned.groups))
+        counts = asyncio.ensure_future(
+            reader.read_slices(ids, grid.precision, grid.first, last - grid.precision)
+        )
+        await all_done([counted, counts])
+        return counts.result(), counted.result()
+
+    work = len(ids) * (slices + len(times)) + len(walk(node)) * len(times) + planned.keys
     if work <= limits.max_inline_points:
-        counts = await reader.read_slices(ids, grid.precision, grid.first, last - grid.precision)
-        return Rendered(compute(counts))
+        return Rendered(compute(*await read()))
     async with reader.heavy():
-        counts = await reader.read_slices(ids, grid.precision, grid.first, last - grid.precision)
-        return Rendered(await anyio.to_thread.run_sync(lambda: compute(counts)))
+        counts, distinct_counts = await read()
+        return Rendered(await anyio.to_thread.run_sync(lambda: compute(counts, distinct_counts)))
 
 
 async def _discover(
     reader: Reader, catalogue: Catalogue, wanted: Sequence[Need], precision: int
 ) -> dict[VectorSelector, list[Derived]]:
-    """The derived series each selector matches."""
-    per_need = [(need, _names(catalogue, need.selector)) for need in wanted]
+    """The counters and histograms each selector matches (its unique series: ``uniques``)."""
+    per_need = [(need, catalogue.matching(need.selector, unique=False)) for need in wanted]
     stored = list(
         dict.fromkeys(catalogue.sources[n].stored for _, names in per_need for n in names)
     )
@@ -168,11 +175,6 @@ async def _discover(
             matched += [d for d in derive(name, source, pairs) if need.selector.matches(d.labels)]
         out[need.selector] = matched
     return out
-
-
-def _names(catalogue: Catalogue, selector: VectorSelector) -> list[str]:
-    by_name = [m for m in selector.matchers if m.label == NAME_LABEL]
-    return [n for n in catalogue.sources if all(m.matches(n) for m in by_name)]
 
 
 def _totals(counts: Sequence[int | None], slices: int) -> list[int]:
@@ -201,92 +203,3 @@ class Sums:
                 found = [a + b for a, b in zip(below, last, strict=True)]
             self.known[parts] = found
         return found
-
-
-# -- look-ups -------------------------------------------------------------------------------
-
-
-async def _exposed_series(reader: Reader, params: Params) -> list[dict[str, str]]:
-    """Every exposed series (label sets with __name__) matching any ``match[]``, or all."""
-    everything = await reader.everything()
-    catalogue = Catalogue.of(s.name for s in everything)
-    by_stored: dict[str, list[SeriesInfo]] = {}
-    for s in everything:
-        by_stored.setdefault(s.name, []).append(s)
-    selectors = [_selector(text) for text in params.all("match[]")]
-    out: dict[tuple[tuple[str, str], ...], dict[str, str]] = {}
-    for name, source in catalogue.sources.items():
-        pairs = [(s.id, s.labels) for s in by_stored.get(source.stored, [])]
-        for derived in derive(name, source, pairs):
-            labels = derived.labels
-            if not selectors or any(sel.matches(labels) for sel in selectors):
-                out.setdefault(tuple(sorted(labels.items())), labels)
-    return [out[k] for k in sorted(out)]
-
-
-def _selector(text: str) -> VectorSelector:
-    node = parse(text)
-    if not isinstance(node, VectorSelector):
-        raise BadData(f"invalid parameter 'match[]': {text[:80]!r} is not a series selector")
-    return node
-
-
-async def labels(reader: Reader, params: Params) -> dict[str, Any]:
-    """/api/v1/labels: every label name (``__name__`` included)."""
-    names = {k for s in await _exposed_series(reader, params) for k in s}
-    return results.success(sorted(names))
-
-
-async def label_values(reader: Reader, params: Params) -> dict[str, Any]:
-    """/api/v1/label/<name>/values (``__name__``: the metric names)."""
-    label = params.path.get("name", "")
-    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", label):
-        raise BadData(f"invalid label name: {label[:80]!r}")
-    values = {s[label] for s in await _exposed_series(reader, params) if label in s}
-    return results.success(sorted(values))
-
-
-async def series(reader: Reader, params: Params) -> dict[str, Any]:
-    """/api/v1/series: the label sets matching ``match[]`` (at least one is required)."""
-    if not params.all("match[]"):
-        raise BadData("no match[] parameter provided")
-    return results.success(await _exposed_series(reader, params))
-
-
-async def metadata(reader: Reader, params: Params) -> dict[str, Any]:
-    """/api/v1/metadata: type and help per metric family."""
-    catalogue = Catalogue.of(await reader.stored_names())
-    wanted = params.get("metric")
-    out: dict[str, list[dict[str, str]]] = {}
-    for name, source in catalogue.sources.items():
-        kind = "counter" if source.kind == "counter" else "histogram"
-        key = family(name, source.kind)
-        if wanted and key != wanted:
-            continue
-        help_text = f"slicecount {source.stored.removesuffix('.bucket').removesuffix('.sum_us')}"
-        out.setdefault(key, [{"type": kind, "help": help_text, "unit": ""}])
-    return results.success(out)
-
-
-async def buildinfo(reader: Reader, params: Params) -> dict[str, Any]:
-    """/api/v1/status/buildinfo: a Prometheus version (no ``features``: not Mimir)."""
-    return results.success(
-        {
-            "version": PROMETHEUS_VERSION,
-            "revision": f"slicecount-{__version__}",
-            "branch": "slicecount",
-            "buildUser": "slicecount",
-            "buildDate": "",
-            "goVersion": "none",
-        }
-    )
-
-
-async def rules(reader: Reader, params: Params) -> dict[str, Any]:
-    """/api/v1/rules: slicecount evaluates no rules (Grafana's alerting does)."""
-    return results.success({"groups": []})
-
-
-async def exemplars(reader: Reader, params: Params) -> dict[str, Any]:
-    """/api/v1/query_exemplars: none are kept."""
-    return results.success([])

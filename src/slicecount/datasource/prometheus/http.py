@@ -13,7 +13,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from slicecount.datasource.limits import LimitExceeded
-from slicecount.datasource.prometheus import api, results
+from slicecount.datasource.prometheus import api, lookups, results
 from slicecount.datasource.prometheus.params import Params
 from slicecount.datasource.reader import Reader
 from slicecount.errors import ConfigurationError, QueryError, StoreError
@@ -26,13 +26,13 @@ Handler = Callable[[Reader, Params], Awaitable[Any]]
 ENDPOINTS: dict[str, Handler] = {
     "/query": api.query,
     "/query_range": api.query_range,
-    "/labels": api.labels,
-    "/series": api.series,
-    "/metadata": api.metadata,
-    "/status/buildinfo": api.buildinfo,
-    "/rules": api.rules,
-    "/query_exemplars": api.exemplars,
-    "/label/{name}/values": api.label_values,
+    "/labels": lookups.labels,
+    "/series": lookups.series,
+    "/metadata": lookups.metadata,
+    "/status/buildinfo": lookups.buildinfo,
+    "/rules": lookups.rules,
+    "/query_exemplars": lookups.exemplars,
+    "/label/{name}/values": lookups.label_values,
 }
 METHODS = ["GET", "POST"]
 

@@ -3,8 +3,11 @@
 The exposed name is the slicecount name with every character outside ``[A-Za-z0-9_:]``
 replaced by ``_``; a counter gets ``_total`` (``http.requests`` -> ``http_requests_total``). A
 histogram ``h`` (``h.bucket{le}`` per bucket, ``h.sum_us``) is ``h_bucket{le}`` (cumulative,
-``le="+Inf"`` included), ``h_sum`` (base units) and ``h_count``. Two names that map to one are
-reported, and the first (in sort order) answers.
+``le="+Inf"`` included), ``h_sum`` (base units) and ``h_count``. A unique series (distinct
+values per slice) is a gauge: the legacy name, no suffix (``api.users`` -> ``api_users``).
+Two names that map to one are reported, and the first (in sort order) answers; counters and
+histograms are named before unique series, so adding a unique series never takes a name a
+dashboard already reads.
 """
 
 from __future__ import annotations
@@ -16,11 +19,11 @@ from dataclasses import dataclass
 from typing import Literal
 
 from slicecount.histogram import BUCKET_SUFFIX, LE_LABEL, MICRO, SUM_SUFFIX, parse_bound
-from slicecount.promql.ast import NAME_LABEL
+from slicecount.promql.ast import NAME_LABEL, VectorSelector
 
-Kind = Literal["counter", "bucket", "count", "sum"]
+Kind = Literal["counter", "bucket", "count", "sum", "unique"]
 _ILLEGAL = re.compile(r"[^A-Za-z0-9_:]")
-SCALE = {"counter": 1.0, "bucket": 1.0, "count": 1.0, "sum": 1 / MICRO}
+SCALE = {"counter": 1.0, "bucket": 1.0, "count": 1.0, "sum": 1 / MICRO, "unique": 1.0}
 
 
 def legacy(name: str) -> str:
@@ -40,7 +43,7 @@ def exposed(stored: str) -> list[tuple[str, Kind]]:
 
 def family(name: str, kind: Kind) -> str:
     """The metric family an exposed name belongs to (metadata is per family)."""
-    if kind == "counter":
+    if kind in ("counter", "unique"):
         return name
     return name.rsplit("_", 1)[0]
 
@@ -52,6 +55,15 @@ class Source:
     stored: str
     kind: Kind
 
+    @property
+    def unique(self) -> bool:
+        return self.kind == "unique"
+
+    @property
+    def shown(self) -> str:
+        """The stored name as a warning names it."""
+        return f"{self.stored} (unique)" if self.unique else self.stored
+
 
 @dataclass(frozen=True)
 class Catalogue:
@@ -61,20 +73,33 @@ class Catalogue:
     warnings: tuple[str, ...]
 
     @classmethod
-    def of(cls, stored_names: Iterable[str]) -> Catalogue:
+    def of(cls, stored_names: Iterable[str], unique_names: Iterable[str] = ()) -> Catalogue:
         sources: dict[str, Source] = {}
         clashes: dict[str, list[str]] = {}
-        for stored in sorted(set(stored_names)):
-            for name, kind in exposed(stored):
+        named = [(stored, exposed(stored)) for stored in sorted(set(stored_names))]
+        named += [(stored, [(legacy(stored), "unique")]) for stored in sorted(set(unique_names))]
+        for stored, names in named:
+            for name, kind in names:
+                source = Source(stored, kind)
                 if name in sources:
-                    clashes.setdefault(name, [sources[name].stored]).append(stored)
+                    clashes.setdefault(name, [sources[name].shown]).append(source.shown)
                     continue
-                sources[name] = Source(stored, kind)
+                sources[name] = source
         warnings = tuple(
             f"{', '.join(names)} all map to {name}: only {names[0]} is answered under that name"
             for name, names in sorted(clashes.items())
         )
         return cls(sources, warnings)
+
+    def matching(self, selector: VectorSelector, unique: bool | None = None) -> list[str]:
+        """The exposed names a selector's ``__name__`` matchers accept (of one kind: unique
+        series or not, when ``unique`` is given)."""
+        by_name = [m for m in selector.matchers if m.label == NAME_LABEL]
+        return [
+            name
+            for name, source in self.sources.items()
+            if (unique is None or source.unique == unique) and all(m.matches(name) for m in by_name)
+        ]
 
 
 @dataclass(frozen=True)
@@ -92,7 +117,7 @@ def derive(
 ) -> list[Derived]:
     """The series of exposed ``name`` from the stored ``(id, labels)`` of its source."""
     scale = SCALE[source.kind]
-    if source.kind in ("counter", "sum"):
+    if source.kind in ("counter", "sum", "unique"):
         return [Derived({NAME_LABEL: name, **labels}, (id_,), scale) for id_, labels in series]
     groups: dict[tuple[tuple[str, str], ...], list[tuple[float, str]]] = {}
     bounds: dict[float, str] = {math.inf: "+Inf"}

@@ -2,7 +2,9 @@
 
 The precision is the finest whose retention covers the query's times minus its longest
 window, preferring one whose slice divides every window, offset and the step (answers are
-then exact at every evaluation time); what was chosen and rounded is said in ``infos``.
+then exact at every evaluation time); what was chosen and rounded is said in ``infos``. A
+query reading unique series picks among the unique precisions, the coarsest dividing the
+step first: each point is then one slice (exact in exact mode), not a union of several.
 """
 
 from __future__ import annotations
@@ -25,11 +27,14 @@ ABSOLUTE_FUNCTIONS = frozenset(
 @dataclass(frozen=True)
 class Need:
     """What one selector asks of the data: a window (0 for an instant selector) and whether
-    it needs totals since the oldest retained slice, not only differences."""
+    it needs totals since the oldest retained slice, not only differences. ``distinct``: the
+    selector's unique series, whose points are the union of the slices of ``span`` (the
+    step; 0: one slice) ending with each time."""
 
     selector: VectorSelector
     span: float
     absolute: bool
+    distinct: bool = False
 
 
 def needs(node: Node) -> list[Need]:
@@ -82,6 +87,9 @@ def choose(
 ) -> Choice:
     """The precision (and its grid) for evaluating at ``times``."""
     start, end = times[0], times[-1]
+    distinct = any(need.distinct for need in wanted)
+    precisions = settings.unique_precisions if distinct else settings.precisions
+    assert isinstance(precisions, tuple)  # Settings parsed it
     if not wanted:  # no selector (Grafana's 1+1 health check): no slice is read
         p = settings.precisions[0]
         newest = slice_start(now, p) + p
@@ -96,20 +104,23 @@ def choose(
 
     covering = [
         p
-        for p in settings.precisions
+        for p in precisions
         if oldest(p) <= _earliest(wanted, start, p) and slices(p) <= max_slices
     ]
     infos: list[str] = []
     chosen = None
     for rank in (1, 0):  # dividing windows and step, then windows only
-        chosen = next((p for p in covering if _divides(wanted, step, p)[rank]), None)
-        if chosen is not None:
+        dividing = [p for p in covering if _divides(wanted, step, p)[rank]]
+        if dividing:
+            # unique series: one slice per step beats a union (exact in exact mode); an
+            # instant query reads the slice holding t, the finest
+            chosen = dividing[-1] if distinct and step is not None else dividing[0]
             break
     if chosen is None and covering:
         chosen = covering[0]
     if chosen is None:
-        fitting = [p for p in settings.precisions if slices(p) <= max_slices]
-        chosen = fitting[-1] if fitting else settings.precisions[-1]
+        fitting = [p for p in precisions if slices(p) <= max_slices]
+        chosen = fitting[-1] if fitting else precisions[-1]
         infos.append(
             f"no precision keeps slices back to {_earliest(wanted, start, chosen)}: precision "
             f"{chosen} s keeps them from {oldest(chosen)}; earlier times have no samples"
@@ -118,7 +129,13 @@ def choose(
     infos.insert(0, f"answered from the slices of precision {p} s ({_retained(settings, p)})")
     for need in wanted:
         rounded = window(need.span, p)
-        if need.span and rounded != need.span:
+        if need.distinct:
+            many = f"the union of the {rounded // p} slices" if rounded > p else "the slice"
+            infos.append(
+                f"a unique series' point is the distinct count of {many} of {p} s ending with "
+                "it; sum over unique series is their union"
+            )
+        elif need.span and rounded != need.span:
             infos.append(
                 f"range [{format_duration(need.span)}] is not a whole number of {p} s slices: "
                 f"counted over [{format_duration(rounded)}]"
