@@ -7,7 +7,7 @@ import pytest
 from slicecount.config import Settings
 from slicecount.datasource.nodes import Aggregate, Matcher, Selector, Unique, with_matchers
 from slicecount.datasource.query import parse
-from slicecount.datasource.unique_reader import parts
+from slicecount.datasource.reader import union_parts as parts
 from slicecount.datasource.uniques import choose, leaves
 from slicecount.errors import QueryError
 from slicecount.unique_reading import Group

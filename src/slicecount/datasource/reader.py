@@ -32,7 +32,7 @@ from slicecount.datasource.plan import (
 from slicecount.histogram import BUCKET_SUFFIX
 from slicecount.series import parse
 from slicecount.store_async import AsyncStore
-from slicecount.unique_reading import kept_precisions
+from slicecount.unique_reading import Group, kept_precisions
 
 CACHE_TTL = 2.0
 """Seconds a discovery answer (series of a metric, metric names) is reused: Grafana asks for
@@ -44,6 +44,9 @@ READ_CHUNK_POINTS = 16_384
 about 10 ms (a 500 000-point read in one piece would hold the loop for 400 ms)."""
 READS_IN_FLIGHT = 2
 """Chunks of one request under way at once: Redis prepares one while the other is converted."""
+UNION_SLICES_PER_CALL = 20_000
+"""Slices named in one ``count_unions`` call: its reply is small, but Redis merges each
+union's HLLs in one go (~20 ms for this many), so no call holds a server for long."""
 _MAX_PARSED = 100_000
 _MAX_CACHED = 10_000
 
@@ -183,27 +186,16 @@ class Reader:
     async def histograms(self) -> set[str]:
         return {n[: -len(BUCKET_SUFFIX)] for n in await self.names() if n.endswith(BUCKET_SUFFIX)}
 
-    async def count_unions(
-        self, precision: int, groups: Sequence[Sequence[tuple[str, Sequence[int]]]]
-    ) -> list[int]:
-        """The distinct count of each group's union of (series, slices), in chunks of about
-        READ_CHUNK_POINTS slices, READS_IN_FLIGHT at once, in order."""
+    async def count_unions(self, precision: int, groups: Sequence[Group]) -> list[int]:
+        """The distinct count of each group's union of (series, slices), in order: in calls
+        of at most UNION_SLICES_PER_CALL slices, READS_IN_FLIGHT at once."""
         gate = asyncio.Semaphore(READS_IN_FLIGHT)
-        chunks: list[list[Sequence[tuple[str, Sequence[int]]]]] = [[]]
-        size = 0
-        for group in groups:
-            keys = sum(len(starts) for _, starts in group)
-            if size + keys > READ_CHUNK_POINTS and chunks[-1]:
-                chunks.append([])
-                size = 0
-            chunks[-1].append(group)
-            size += keys
 
-        async def count(part: list[Sequence[tuple[str, Sequence[int]]]]) -> list[int]:
+        async def count(part: list[Group]) -> list[int]:
             async with gate:
-                return await self.store.count_unions(precision, part) if part else []
+                return await self.store.count_unions(precision, part)
 
-        tasks = [asyncio.ensure_future(count(part)) for part in chunks]
+        tasks = [asyncio.ensure_future(count(part)) for part in union_parts(groups)]
         await all_done(tasks)
         return [n for task in tasks for n in task.result()]
 
@@ -291,3 +283,18 @@ async def all_done(tasks: Sequence[asyncio.Future[Any]]) -> None:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         raise
+
+
+def union_parts(groups: Sequence[Group], limit: int = UNION_SLICES_PER_CALL) -> list[list[Group]]:
+    """``groups`` cut into calls of at most ``limit`` slices (a bigger union alone in its
+    call)."""
+    chunks: list[list[Group]] = [[]]
+    size = 0
+    for group in groups:
+        slices = sum(len(starts) for _, starts in group)
+        if chunks[-1] and size + slices > limit:
+            chunks.append([])
+            size = 0
+        chunks[-1].append(group)
+        size += slices
+    return [c for c in chunks if c]

@@ -4,7 +4,7 @@ their unions counted, every target's at once, in calls of bounded size run side 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import NamedTuple
 
 from slicecount.datasource import uniques
@@ -14,12 +14,7 @@ from slicecount.datasource.evaluate import Series
 from slicecount.datasource.limits import LimitExceeded
 from slicecount.datasource.nodes import Node
 from slicecount.datasource.plan import QueryPlan, SeriesQuery
-from slicecount.datasource.reader import READS_IN_FLIGHT, Reader, all_done
-from slicecount.unique_reading import Group
-
-UNION_SLICES_PER_CALL = 20_000
-"""Slices named in one ``count_unions`` call: its reply is small, but Redis merges each
-union's HLLs in one go (~20 ms for this many), so no call holds a server for long."""
+from slicecount.datasource.reader import Reader, all_done
 
 Picked = dict[Node, list[SeriesInfo]]
 """The unique series each union node of a target matched."""
@@ -89,43 +84,21 @@ def work(query: SeriesQuery, picked: Picked | None) -> Work:
 async def read(
     reader: Reader, plan: QueryPlan, picked: Mapping[SeriesQuery, Picked]
 ) -> dict[SeriesQuery, dict[Node, list[Series]]]:
-    """The series of every union node: each union counted by ``count_unions`` at its target's
-    precision, in calls of at most UNION_SLICES_PER_CALL slices, READS_IN_FLIGHT at once."""
+    """The series of every union node: each union counted by ``Reader.count_unions`` at its
+    target's precision, every target's at once."""
     jobs = [job for query, mine in picked.items() for job in _jobs(query, mine)]
-    gate = asyncio.Semaphore(READS_IN_FLIGHT)
-
-    async def count(precision: int, part: list[Group]) -> list[int]:
-        async with gate:
-            return await reader.store.count_unions(precision, part)
-
-    calls: list[asyncio.Future[list[int]]] = []
-    by_job: list[list[int]] = []  # the calls each job's counts come from, in order
-    for job in jobs:
-        assert job.query.unique is not None
-        precision = job.query.unique.precision
-        mine = []
-        for part in parts(list(uniques.groups(job.outputs, job.points))):
-            mine.append(len(calls))
-            calls.append(asyncio.ensure_future(count(precision, part)))
-        by_job.append(mine)
+    calls = [
+        asyncio.ensure_future(
+            reader.count_unions(
+                job.query.unique.precision, list(uniques.groups(job.outputs, job.points))
+            )
+        )
+        for job in jobs
+        if job.query.unique is not None
+    ]
     await all_done(calls)
     out: dict[SeriesQuery, dict[Node, list[Series]]] = {}
-    for job, mine in zip(jobs, by_job, strict=True):
-        counts = iter([c for i in mine for c in calls[i].result()])
+    for job, call in zip(jobs, calls, strict=True):
+        counts = iter(call.result())
         out.setdefault(job.query, {})[job.leaf] = uniques.build(job.outputs, job.points, counts)
     return out
-
-
-def parts(groups: Sequence[Group], limit: int = UNION_SLICES_PER_CALL) -> list[list[Group]]:
-    """``groups`` cut into calls of at most ``limit`` slices (a bigger union alone in its
-    call)."""
-    chunks: list[list[Group]] = [[]]
-    size = 0
-    for group in groups:
-        slices = sum(len(starts) for _, starts in group)
-        if chunks[-1] and size + slices > limit:
-            chunks.append([])
-            size = 0
-        chunks[-1].append(group)
-        size += slices
-    return [c for c in chunks if c]
