@@ -107,8 +107,9 @@ def members(
             raise ConfigurationError(f"members range bound must be a time >= 0, got {bound!r}")
     if start > end:
         raise ConfigurationError(f"members range must have start <= end, got {start}..{end}")
-    kept = window(ctx, p)
-    starts = [s for s in slice_starts(p, start, end) if kept.start <= s < kept.stop]
+    kept, asked = window(ctx, p), slice_starts(p, start, end)
+    # both ranges step by p from multiples of p: intersected without walking either
+    starts = range(max(kept.start, asked.start), min(kept.stop, asked.stop), p)
     if not starts:
         return []
     commands: list[Command | ScriptCall] = []
