@@ -12,13 +12,27 @@ logger = logging.getLogger("slicecount")
 
 
 def flush_every(
-    flush: Callable[[], bool], stop: threading.Event, interval: float, max_backoff: float
+    flush: Callable[[], bool],
+    stop: threading.Event,
+    interval: float,
+    max_backoff: float,
+    wake: threading.Event | None = None,
 ) -> None:
-    """Flush every ``interval`` seconds until ``stop``; while flushes fail, back off (doubling,
-    with jitter, up to ``max_backoff``) so that many processes do not retry in step."""
+    """Flush every ``interval`` seconds until ``stop``, and at once when ``wake`` is set (a
+    buffer filling up); while flushes fail, back off (doubling, with jitter, up to
+    ``max_backoff``) so that many processes do not retry in step. ``stop.set()`` must be
+    followed by ``wake.set()`` to end a wait early."""
     jitter = random.Random()  # its own: never touch the app's global random state
     delay = interval
-    while not stop.wait(delay):
+    wake = wake or stop
+    written = True
+    while True:
+        # while flushes fail, only the backoff (or stop) ends a wait: a full buffer must not
+        # make the flusher hammer a Redis that is away
+        (wake if written else stop).wait(delay)
+        if stop.is_set():
+            return
+        wake.clear()
         try:
             written = flush()
         except Exception:  # never let the flusher die: the next flush may go through

@@ -85,6 +85,8 @@ class Recorder:
         self._outbox.reset()
         self._admission.after_fork()
         self._stop = threading.Event()
+        self._wake = threading.Event()  # a buffer half full: flush now, not at the interval
+        self._uniques.wake = self._wake
         self._thread: threading.Thread | None = None
         self._closed = False
 
@@ -194,7 +196,7 @@ class Recorder:
         self._thread.start()
 
     def _run(self) -> None:
-        flush_every(self.flush, self._stop, self.flush_interval, self.max_backoff)
+        flush_every(self.flush, self._stop, self.flush_interval, self.max_backoff, self._wake)
 
     def flush(self) -> bool:
         """Write everything buffered now; True when Redis has answered for all of it (else
@@ -249,6 +251,7 @@ class Recorder:
             self._closed = True
             thread = self._thread
         self._stop.set()
+        self._wake.set()
         deadline = time.monotonic() + timeout
         if thread is not None and thread is not threading.current_thread():
             thread.join(timeout)

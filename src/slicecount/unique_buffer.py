@@ -1,8 +1,9 @@
 """The Recorder's buffer of unique values: O(1) per value on the request path, bounded. Pure.
 
 Values wait per (epoch second, series and mode) in a set, so a value seen a thousand times in a
-second is sent once. At most ``max_values`` distinct values wait in all; past it (Redis away
-for long) the oldest second's values are dropped and counted, as the counts' buffer does. A
+second is sent once. At most ``max_values`` distinct values wait in all: past half of them the
+flusher is woken to write them at once; past all of them (Redis away, or slower than the app)
+the excess is dropped, oldest second first, and counted, as the counts' buffer does. A
 flush takes the whole buffer; if Redis did not answer for it, it is put back (unique writes are
 idempotent: what was applied already costs nothing the second time).
 """
@@ -37,6 +38,9 @@ class UniqueValues:
         self._max_future = max_future
         self._clock = clock
         self._dropped = dropped  # called with the lock held: must not take it
+        self.early = max_values // 2
+        """Values past which the flusher is woken (``wake``) to write them at once."""
+        self.wake = threading.Event()
         self.reset(threading.Lock())
 
     def reset(self, lock: threading.Lock) -> None:
@@ -74,20 +78,37 @@ class UniqueValues:
                 if len(values) == before:
                     return None
             self.size += 1
-            if self.size > self.max_values:
-                self._drop_oldest()
+            if self.size > self.early:
+                self.wake.set()  # flush now: with Redis up, a burst is written, not dropped
+                if self.size > self.max_values:
+                    self._drop_oldest()
         finally:
             lock.release()
         return None
 
     def _drop_oldest(self) -> None:
-        """Drop the oldest second's values until the bound holds (lock held)."""
-        while self.size > self.max_values and self._seconds:
-            oldest = heapq.heappop(self._seconds)
-            bucket = self._pending.pop(oldest, {})
-            lost = sum(len(values) for values in bucket.values())
-            self.size -= lost
-            self._dropped(lost)
+        """Drop values, oldest second first, until the bound holds (lock held): only the
+        excess, so a burst in the current second costs what is past the bound."""
+        pending, seconds = self._pending, self._seconds
+        while self.size > self.max_values and seconds:
+            oldest = seconds[0]
+            bucket = pending.get(oldest, {})
+            while bucket and self.size > self.max_values:
+                key = next(iter(bucket))
+                values = bucket[key]
+                excess = self.size - self.max_values
+                if len(values) > excess:  # part of this set: the rest stays buffered
+                    for _ in range(excess):
+                        values.pop()
+                    lost = excess
+                else:
+                    del bucket[key]
+                    lost = len(values)
+                self.size -= lost
+                self._dropped(lost)
+            if not bucket:
+                pending.pop(oldest, None)
+                heapq.heappop(seconds)
 
     def take(self) -> Taken:
         """Everything buffered, leaving the buffer empty."""
