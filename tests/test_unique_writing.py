@@ -41,7 +41,7 @@ def test_store_writes_one_hll_per_precision_expiring_with_retention(
         start = now - now % precision
         slot = store.keys.unique_layout(series_id, (precision,)).slots[0]
         assert abs(redis_client.pfcount(slot.hll(start)) - 500) <= 10
-        expire_at = start + precision * (store.settings.retention_for(precision) + 1)
+        expire_at = start + precision * store.settings.retention_for(precision)
         assert abs(redis_client.ttl(slot.hll(start)) - (expire_at - time.time())) <= 2
         registry = store.keys.unique_layout(series_id, (precision,)).registry
         assert redis_client.zscore(registry, slot.member) == expire_at
@@ -199,3 +199,24 @@ def test_after_retention_nothing_of_a_series_is_left(redis_url: str, redis_clien
         assert redis_client.keys("unique:*") == [] and redis_client.keys("members:*") == []
         store.add_unique("other", ["x"])  # a later write drops the stale registry members
         assert redis_client.zrange("uniques:", 0, -1) == [f"{p}:other" for p in (1, 2, 3)]
+
+
+def test_first_seen_also_counts_into_the_finer_slices_at_the_second_values_came(
+    store: Store,
+) -> None:
+    now = int(time.time()) - 5
+    start = now - now % 60
+    recorder = Recorder(store, flush_interval=3600)
+    for value, at in [("ann", start), ("bob", start + 1), ("ann", start + 2), ("cy", start + 2)]:
+        recorder.add_unique("buyers", value, first_seen=True, now=min(at, now))
+    assert recorder.flush()
+    seconds = sorted({min(at, now) for at in (start, start + 1, start + 2)})
+    by_second = dict(store.get("buyers", 1))
+    assert sum(by_second.values()) == 3  # ann, bob, cy: each once in its minute
+    assert by_second[seconds[0]] == 1
+    assert store.get("buyers", 60) == [(start, 3)]
+    assert sum(n for _, n in store.get("buyers", 5)) == 3
+    # sent again (a lost reply): nothing counts twice
+    store.add_unique("buyers", ["ann", "bob", "cy"], first_seen=True, now=now)
+    assert sum(n for _, n in store.get("buyers", 1)) == 3
+    assert store.get("buyers", 60) == [(start, 3)]

@@ -18,7 +18,7 @@ def current(precision: int = 86_400) -> int:
 
 
 def expiry(settings: Settings, precision: int, start: int) -> int:
-    return start + precision * (settings.retention_for(precision) + 1)
+    return start + precision * settings.retention_for(precision)
 
 
 def write_slice(

@@ -146,17 +146,20 @@ class UniqueValues:
         if not taken:
             return True
         try:
-            written = store.write_uniques(taken)
+            over_cap = store.write_uniques(taken).over_cap
         except StoreError as exc:
             if not exc.permanent:
                 self.put_back(taken)
                 return False
-            refuse(refused_by_redis(f"redis refused unique values: {exc}"), _values(taken))
-            return True
+            try:  # one key refused for good (another type under our name): the rest one by one
+                over_cap = _write_each(store, taken, refuse)
+            except StoreError:
+                self.put_back(taken)  # all of it: what was written costs nothing again
+                return False
         except (TypeError, ValueError) as exc:  # cannot even be packed: never sent
             refuse(refused_by_redis(f"unique values could not be sent: {exc}"), _values(taken))
             return True
-        for member in written.over_cap:
+        for member in over_cap:
             warnings.once(
                 f"cap:{member}",
                 "slicecount: the exact list %s passed %d values in a slice; that slice now "
@@ -169,3 +172,18 @@ class UniqueValues:
 
 def _values(taken: Taken) -> int:
     return sum(len(values) for bucket in taken.values() for values in bucket.values())
+
+
+def _write_each(store: Store, taken: Taken, refuse: Callable[[Exception, int], None]) -> list[str]:
+    """Write ``taken`` one (second, series) at a time, counting only the values of the ones
+    Redis refuses for good; a passing failure is raised."""
+    over_cap: list[str] = []
+    for second, bucket in taken.items():
+        for key, values in bucket.items():
+            try:
+                over_cap += store.write_uniques({second: {key: values}}).over_cap
+            except StoreError as error:
+                if not error.permanent:
+                    raise
+                refuse(refused_by_redis(f"redis refused unique values: {error}"), len(values))
+    return over_cap

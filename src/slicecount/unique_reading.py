@@ -18,7 +18,7 @@ from slicecount.config import Settings
 from slicecount.errors import ConfigurationError
 from slicecount.keys import UniqueSlot
 from slicecount.series import Labels, encode, parse, shown, validate_name
-from slicecount.slices import slice_starts
+from slicecount.slices import oldest_kept, slice_starts
 
 PAGE = 10_000
 """Registry members fetched per ZRANGEBYSCORE when listing unique series."""
@@ -63,13 +63,20 @@ def unique_precision(ctx: Context, precision: object) -> int:
 def window(ctx: Context, precision: int) -> range:
     """The slices a unique series may still hold: retention before now to max_future after."""
     now = ctx.clock()
-    oldest = max(0.0, now - ctx.settings.retention_for(precision) * precision)
+    oldest = max(0, oldest_kept(precision, ctx.settings.retention_for(precision), now))
     return slice_starts(precision, oldest, now + ctx.settings.max_future)
 
 
+def is_complete(cardinality: int, estimate: int, cap: int) -> bool:
+    """True when a slice's SET lists all its values: it holds 1..cap of them and its HLL
+    (which has every value) saw no more than the HLL's own error allows. Values written
+    without ``exact=True`` reach the HLL only: then the SET is a part."""
+    return 0 < cardinality <= cap and estimate <= cardinality + 2 + cardinality // 33
+
+
 def count_rule(cardinality: int, estimate: int, cap: int) -> int:
-    """A slice's count: exact from its SET when it holds 1..cap values, else the HLL's."""
-    return cardinality if 0 < cardinality <= cap else estimate
+    """A slice's count: exact from its SET when it is complete, else the HLL's."""
+    return cardinality if is_complete(cardinality, estimate, cap) else estimate
 
 
 def _slot(ctx: Context, series_id: str, precision: int) -> UniqueSlot:
@@ -114,14 +121,15 @@ def members(
         return []
     commands: list[Command | ScriptCall] = []
     for s in starts:
-        commands += [("SMEMBERS", slot.members(s)), ("EXISTS", slot.hll(s))]
+        commands += [("SMEMBERS", slot.members(s)), ("PFCOUNT", slot.hll(s))]
     replies = yield Batch(commands)
     cap = ctx.settings.unique_exact_cap
     found = []
-    for s, values, hll in zip(starts, replies[::2], replies[1::2], strict=True):
+    for s, values, estimate in zip(starts, replies[::2], replies[1::2], strict=True):
         if values:
-            found.append(SliceMembers(s, sorted(values), len(values) <= cap))
-        elif int(hll):
+            complete = is_complete(len(values), int(estimate), cap)
+            found.append(SliceMembers(s, sorted(values), complete))
+        elif int(estimate):
             found.append(SliceMembers(s, [], False))
     return found
 

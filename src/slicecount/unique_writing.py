@@ -44,29 +44,34 @@ def prepare_uniques(ctx: Context, buffer: UniqueBuffer) -> list[Batch]:
     members dropped once."""
     keys, settings = ctx.keys, ctx.settings
     precisions = settings.unique_precisions
-    slices: dict[tuple[UniqueKey, int, int], set[str]] = {}
+    finest = precisions[0] if settings.precisions[0] < precisions[0] else None
+    # (key, precision, slice start, second): the second only where a first-seen count goes
+    # into finer slices (at the second its values came), else -1
+    slices: dict[tuple[UniqueKey, int, int, int], set[str]] = {}
     for second, bucket in buffer.items():
         for key, values in bucket.items():
             for precision in precisions:
                 start = second - second % precision
-                found = slices.get((key, precision, start))
+                at = second if key[2] and precision == finest else -1
+                found = slices.get((key, precision, start, at))
                 if found is None:
-                    slices[(key, precision, start)] = set(values)
+                    slices[(key, precision, start, at)] = set(values)
                 else:
                     found.update(values)
     now = int(ctx.clock())
     batches: list[Batch] = []
     batch, size, registries = Batch(), 0, set()
-    for (key, precision, start), values in slices.items():
+    for (key, precision, start, at), values in sorted(slices.items()):
         layout = keys.unique_layout(key[0], (precision,))
         slot = layout.slots[0]
-        expire_at = start + precision * (settings.retention_for(precision) + 1)
+        expire_at = start + precision * settings.retention_for(precision)  # as counters
         if expire_at <= now:
             continue  # already past retention: it would expire as it lands
         if layout.registry not in registries:
             registries.add(layout.registry)
             batch.commands.append(("ZREMRANGEBYSCORE", layout.registry, "-inf", now))
-        batch.commands += _commands(ctx, key, layout.registry, slot, start, expire_at, values)
+        where = (start, at, expire_at)
+        batch.commands += _commands(ctx, key, layout.registry, slot, where, values)
         size += len(values)
         if size >= BATCH_VALUES:
             batches.append(batch)
@@ -81,11 +86,11 @@ def _commands(
     key: UniqueKey,
     registry: str,
     slot: UniqueSlot,
-    start: int,
-    expire_at: int,
+    where: tuple[int, int, int],
     values: Iterable[str],
 ) -> list[Command | ScriptCall]:
     series_id, exact, first_seen = key
+    start, at, expire_at = where
     hll = slot.hll(start)
     if not exact and not first_seen:  # the common case: plain commands, no script
         return [
@@ -96,14 +101,28 @@ def _commands(
     keys = ctx.keys
     shard = keys.shard(series_id)
     cap = ctx.settings.unique_exact_cap if exact else 0
+    # a first-seen count at the finest unique precision also goes into the finer slices
+    finer = [p for p in ctx.settings.precisions if p < slot.precision] if at >= 0 else []
+    fine_members = [keys.member(p, series_id) for p in finer]
     script_keys = (
         hll,
         slot.members(start),
         registry,
         keys.counter_for_member(shard, slot.member),
         keys.known(shard),
+        *(keys.counter_for_member(shard, m) for m in fine_members),
     )
-    args = (cap, expire_at, slot.member, start, 1 if first_seen else 0, *values)
+    fine_args = [x for p, m in zip(finer, fine_members, strict=True) for x in (at - at % p, m)]
+    args = (
+        cap,
+        expire_at,
+        slot.member,
+        start,
+        1 if first_seen else 0,
+        len(finer),
+        *fine_args,
+        *values,
+    )
     return [ScriptCall("unique_add", script_keys, args)]
 
 
