@@ -201,6 +201,7 @@ class Store(StoreBase["redis.Redis | RedisCluster"]):
     cleaner_cutoffs = _blocking(trimming.cleaner_cutoffs)
     save_cleaner_cutoff = _blocking(trimming.save_cleaner_cutoff)
     trim_annotations = _blocking(trimming.trim_annotations)
+    forget_uniques = _blocking(trimming.forget_uniques)
     forget_writers = _blocking(trimming.forget_writers)
     old_members = _blocking(resharding.members)
     move_counter = _blocking(resharding.move_counter)

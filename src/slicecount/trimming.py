@@ -113,6 +113,19 @@ def forget_writers(ctx: Context, before: float, shard: int = 0) -> Operation[int
     return int(forgotten)
 
 
+def forget_uniques(ctx: Context, now: float) -> Operation[int]:
+    """Drop the unique series whose newest slice has expired by ``now`` from every unique
+    registry (their keys expired by themselves); return how many members went."""
+    cutoff = int(now)
+    replies = yield Batch(
+        [
+            ("ZREMRANGEBYSCORE", registry, "-inf", cutoff)
+            for registry in ctx.keys.unique_registries()
+        ]
+    )
+    return sum(int(n) for n in replies)
+
+
 def trim_annotations(ctx: Context, before: float) -> Operation[int]:
     """Drop annotations older than ``before`` (epoch seconds); return how many went."""
     before_ms = int(before * 1000)

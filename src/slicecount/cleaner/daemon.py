@@ -69,6 +69,7 @@ class PassStats:
     slowest_call_ms: float = 0.0  # round trip, as the cleaner waited for it
     longest_hold_ms: float = 0.0  # server time: how long one call kept Redis from others
     annotations: int = 0
+    uniques: int = 0
     writers: int = 0
     seconds: float = 0.0
     interrupted: bool = False
@@ -82,6 +83,7 @@ class PassStats:
             "slicecount.cleaner.full_trims": self.full,
             "slicecount.cleaner.bad_keys": self.bad,
             "slicecount.cleaner.writers_forgotten": self.writers,
+            "slicecount.cleaner.uniques_forgotten": self.uniques,
             "slicecount.cleaner.duration_ms": round(self.seconds * 1000),
         }
 
@@ -147,6 +149,7 @@ class Cleaner:
             self.store.save_cleaner_cutoff(precision, trim.cutoff)
         if not stats.interrupted:
             stats.annotations = self.store.trim_annotations(annotation_cutoff(settings, now))
+            stats.uniques = self.store.forget_uniques(now)  # their keys expired by themselves
             quiet_since = ahead_of - WRITER_MEMORY
             stats.writers = sum(
                 self.store.forget_writers(quiet_since, shard) for shard in range(settings.shards)
@@ -155,11 +158,12 @@ class Cleaner:
         self._record(stats)
         logger.info(
             "pass %d%s: precisions %s, %d hashes, %d fields deleted, %d hashes forgotten, "
-            "%d full trims, %d bad keys, %d annotations, %d writers forgotten, %d calls "
+            "%d full trims, %d bad keys, %d annotations, %d writers forgotten, "
+            "%d unique series forgotten, %d calls "
             "(slowest %.1f ms, held Redis %.1f ms at most), %.2f s",
             index, " (interrupted)" if stats.interrupted else "", stats.precisions,
             stats.hashes, stats.deleted, stats.removed, stats.full, stats.bad,
-            stats.annotations, stats.writers, stats.calls, stats.slowest_call_ms,
+            stats.annotations, stats.writers, stats.uniques, stats.calls, stats.slowest_call_ms,
             stats.longest_hold_ms, stats.seconds,
         )  # fmt: skip
         return stats

@@ -1,4 +1,6 @@
-"""Review of issue 15 (unique counts): each test shows one problem found in review."""
+"""Edges of the unique counts a review of issue 15 found (each test failed before its fix):
+the buffer's bound, mixed modes, a wide members() range, retention, the registry after it,
+first-seen counts on short ranges, one refused key."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ from typing import Any
 import pytest
 from starlette.testclient import TestClient
 
+from slicecount.cleaner.daemon import Cleaner
 from slicecount.config import Settings
 from slicecount.datasource.app import create_app
 from slicecount.recorder import Recorder
@@ -128,13 +131,14 @@ def test_after_retention_the_registry_holds_nothing_of_the_series(
     redis_url: str, redis_client: Any
 ) -> None:
     """Acceptance 3: "after the retention at each precision nothing of a series is left". The
-    HLLs expire; the registry member stays until some later unique write on its shard (the
-    cleaner never looks at ``uniques:``)."""
+    HLLs expire by themselves; the cleaner's pass drops the registry member."""
     settings = Settings(redis_url=redis_url, precisions=(1,), unique_precisions=(1,), retention=1)
     with Store(settings) as store:
         store.add_unique("brief", ["a"])
         time.sleep(2.5)
         assert redis_client.keys("unique:*") == []
+        stats = Cleaner(store).run_once(every_precision=True)
+        assert stats is not None and stats.uniques == 1
         assert redis_client.zrange("uniques:", 0, -1) == []
 
 
