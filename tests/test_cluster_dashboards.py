@@ -15,6 +15,7 @@ from starlette.testclient import TestClient
 
 from slicecount.config import Settings
 from slicecount.datasource.app import create_app
+from slicecount.series import parse
 from slicecount.store import Store
 from tests import test_grafana
 from tests.conftest import flushed_url
@@ -80,16 +81,40 @@ def prometheus_requests(now: float) -> Iterator[Request]:
             yield name, "POST", "/api/v1/query", {"data": instant}
 
 
-def copy_traffic(source: Store, target: Store, now: float) -> None:
+def copy_traffic(source: Store, target: Store, now: float, raw: Any) -> None:
     """Every series' per-second counts (the traffic took seconds: all of it is inside the 1 s
-    precision's retention) written again through the target's own write path."""
+    precision's retention) written again through the target's own write path; the unique
+    series (and first-seen counters, which are no sums of their seconds) copied key by key."""
     batch: dict[str, dict[int, int]] = {}
     first = int(now) - source.settings.retention_for(1) + 1
-    for name in source.names(1):
+    unique_names = {s.split("{")[0] for s in source.all_unique_series(60)}
+    for name in set(source.names(1)) - unique_names:
         ids = source.series(name, 1)
         for series_id, values in source.read(ids, 1, first, now).items():
             batch[series_id] = {first + i: n for i, n in enumerate(values) if n}
     assert target.apply(batch) == 0
+    copy_uniques(source, target, unique_names, raw)
+
+
+def copy_uniques(source: Store, target: Store, names: set[str], many: Any) -> None:
+    """The unique series' HLLs and registry members, and the first-seen counters' hashes, at
+    every precision, byte for byte (HLLs are strings)."""
+    with redis.Redis.from_url(source.settings.redis_url) as one:
+        for p in source.settings.precisions:
+            for series_id in source.all_series(p):
+                if series_id.split("{")[0] in names:
+                    fields = one.hgetall(source.keys.counter(p, series_id))
+                    many.hset(target.keys.counter(p, series_id), mapping=fields)
+                    many.zadd(target.keys.known_for(series_id), {f"{p}:{series_id}": 0})
+        for p in source.settings.unique_precisions:
+            for series_id in source.all_unique_series(p):
+                mine = source.keys.unique_layout(series_id, (p,))
+                theirs = target.keys.unique_layout(series_id, (p,))
+                score = one.zscore(mine.registry, mine.slots[0].member)
+                many.zadd(theirs.registry, {theirs.slots[0].member: score})
+                for start in source.get_unique(series_id.split("{")[0], p, _labels(series_id)):
+                    key = mine.slots[0].hll(start[0])
+                    many.set(theirs.slots[0].hll(start[0]), one.get(key), px=one.pttl(key))
 
 
 @pytest.mark.filterwarnings("ignore::DeprecationWarning")
@@ -99,10 +124,10 @@ def test_every_dashboard_request_answers_the_same_on_the_cluster(
     now = time.time()
     cluster = Settings(redis_url=flushed_url("cluster", request))
     with Store(demo_data) as one, Store(cluster) as many:
-        copy_traffic(one, many, now)
         with redis.Redis.from_url(demo_data.redis_url) as raw:
             notes = raw.zrange(one.keys.annotations(), 0, -1, withscores=True)
         with request.getfixturevalue("cluster_group").client() as raw:
+            copy_traffic(one, many, now, raw)
             raw.zadd(many.keys.annotations(), dict(notes))
         for p in one.settings.precisions:  # the same data at every precision
             ids = sorted(one.all_series(p))
@@ -128,3 +153,7 @@ def has_data(body: Any) -> bool:
     if isinstance(body, dict):
         return bool(body["data"]["result"] if isinstance(body["data"], dict) else body["data"])
     return any(item.get("datapoints") or item.get("rows") or item.get("__value") for item in body)
+
+
+def _labels(series_id: str) -> dict[str, str]:
+    return dict(parse(series_id)[1])
