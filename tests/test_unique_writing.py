@@ -220,3 +220,18 @@ def test_first_seen_also_counts_into_the_finer_slices_at_the_second_values_came(
     store.add_unique("buyers", ["ann", "bob", "cy"], first_seen=True, now=now)
     assert sum(n for _, n in store.get("buyers", 1)) == 3
     assert store.get("buyers", 60) == [(start, 3)]
+
+
+def test_a_value_past_the_retention_of_every_unique_precision_is_refused_and_counted(
+    store: Store,
+) -> None:
+    recorder = Recorder(store, flush_interval=3600)
+    coarsest = max(store.settings.unique_precisions)
+    long_ago = time.time() - coarsest * store.settings.retention_for(coarsest) - coarsest
+    recorder.add_unique("late", "v", now=long_ago)
+    recorder.add_unique("late", "w", now=time.time() - 7200)  # still kept at coarse precisions
+    recorder.close()
+    assert rejected(store) == {"time_range": 1}
+    assert [p for p in store.settings.unique_precisions if store.get_unique("late", p)] == [
+        p for p in store.settings.unique_precisions if p * store.settings.retention_for(p) > 7200
+    ]

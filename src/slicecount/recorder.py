@@ -71,7 +71,7 @@ class Recorder:
         self._ids = self._admission.ids  # read without a lock on the hot path
         self._outbox = Outbox()
         self._counts = Counts(self.max_pending, self.max_future, clock, self._drop)
-        self._uniques = UniqueValues(self.max_pending, self.max_future, clock, self._drop)
+        self._uniques = UniqueValues(self.max_pending, settings, clock, self._drop)
         self.reset()
         lifecycle.track(self)
 
@@ -258,8 +258,10 @@ class Recorder:
         if flush_until_written(self.flush, self.has_unwritten, deadline):
             return True
         logger.error(
-            "slicecount could not write %d buffered events and %s in doubt before closing",
+            "slicecount could not write %d buffered events, %d unique values and %s in doubt "
+            "before closing",
             self._counts.events(),
+            self._uniques.size,
             self._outbox.describe(),
         )
         return False

@@ -18,8 +18,10 @@ from typing import TYPE_CHECKING
 from slicecount.admission import Warnings
 from slicecount.batches import Clock
 from slicecount.checks import time_error, value_error
-from slicecount.errors import StoreError
+from slicecount.config import Settings
+from slicecount.errors import ConfigurationError, StoreError
 from slicecount.losses import refused_by_redis
+from slicecount.series import shown
 from slicecount.unique_writing import UniqueKey
 
 if TYPE_CHECKING:
@@ -32,10 +34,11 @@ class UniqueValues:
     """Distinct values per second and series, waiting for the next flush."""
 
     def __init__(
-        self, max_values: int, max_future: float, clock: Clock, dropped: Callable[[int], None]
+        self, max_values: int, settings: Settings, clock: Clock, dropped: Callable[[int], None]
     ) -> None:
         self.max_values = max_values
-        self._max_future = max_future
+        self._max_future = settings.max_future
+        self._kept = [(p, p * settings.retention_for(p)) for p in settings.unique_precisions]
         self._clock = clock
         self._dropped = dropped  # called with the lock held: must not take it
         self.early = max_values // 2
@@ -64,7 +67,7 @@ class UniqueValues:
         try:
             bucket = self._pending.get(second)
             if bucket is None:
-                error = time_error(second, self._clock(), self._max_future, now)
+                error = self._time_error(second, now)
                 if error is not None:  # checked once per new second
                     return error
                 bucket = self._pending[second] = {}
@@ -85,6 +88,18 @@ class UniqueValues:
         finally:
             lock.release()
         return None
+
+    def _time_error(self, second: int, now: float | None) -> Exception | None:
+        """``time_error``'s refusal, or one of a time whose slices are all past retention
+        already (they would expire as they land: refused and counted, not lost silently)."""
+        clock = self._clock()
+        error = time_error(second, clock, self._max_future, now)
+        if error is None and all(second - second % p + kept <= clock for p, kept in self._kept):
+            return ConfigurationError(
+                f"time {shown(now)} is past the retention of every unique precision",
+                "time_range",
+            )
+        return error
 
     def _drop_oldest(self) -> None:
         """Drop values, oldest second first, until the bound holds (lock held): only the

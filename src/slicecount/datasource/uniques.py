@@ -5,8 +5,9 @@ A unique series holds, per slice, the set of values seen (an HLL, or an exact SE
 values can be counted but never added: a user seen in two slices or two series is one user.
 So ``sum [by (...)] (unique(...))`` is a union (``Store.count_unions`` over the group's
 series), a point wider than the slices read unions the slices it covers, and any other
-combination that would add distinct counts is refused (max and min of per-series counts are
-fine). A target reading unique series reads nothing else (its timeline is its own).
+combination that would add distinct counts is refused (max, min, avg and count of per-series
+counts are fine: statistics of the counts, as in the Prometheus API). A target reading unique
+series reads nothing else (its timeline is its own).
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from slicecount.unique_reading import Group, kept_precisions
 
 ADDING = (
     "distinct counts do not add up (a value seen in two series or slices is one value): use "
-    "sum by (...) (unique(...)) for the union of the values, or max/min of the counts"
+    "sum by (...) (unique(...)) for the union of the values, or max/min/avg/count of the counts"
 )
 
 
@@ -77,7 +78,7 @@ def _check(node: Node) -> None:
         what = "rate()" if isinstance(node, Rate) else "histogram_quantile()"
         raise QueryError(f"{what} of unique(...) has no meaning: a distinct count is not a rate")
     elif isinstance(node, Aggregate) and uses_unique(node.arg):
-        if node.op not in ("max", "min"):
+        if node.op == "sum":
             raise QueryError(f"{node.op}() over unique(...) is refused: {ADDING}")
         _check(node.arg)
 
