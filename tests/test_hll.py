@@ -139,6 +139,15 @@ def test_merge_in_process_is_the_union() -> None:
     assert small.encode() == Sketch(a[:20]).encode()  # still sparse, same bytes
 
 
+def test_add_hashes_is_update() -> None:
+    items = values(3_000, seed=10)
+    by_hash = Sketch()
+    by_hash.add_hashes(murmurhash64a(v.encode()) for v in items[:1_000])
+    assert by_hash.encode() == Sketch(items[:1_000]).encode()
+    by_hash.add_hashes(murmurhash64a(v.encode()) for v in items[1_000:])
+    assert by_hash.encode() == Sketch(items).encode()
+
+
 def test_decode_round_trips_and_rejects_garbage() -> None:
     for count in (0, 50, 3_000):
         sketch = Sketch(values(count, seed=count))

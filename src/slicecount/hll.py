@@ -109,6 +109,22 @@ class Sketch:
     def add(self, value: str) -> None:
         self.update((value,))
 
+    def add_hashes(self, hashes: Iterable[int]) -> None:
+        """Add values by their MurmurHash64A (seed SEED), e.g. from a C implementation."""
+        registers = self.registers
+        touched = self.touched
+        for h in hashes:
+            rest = (h >> P) | _RANK_STOP
+            index = h & INDEX_MASK
+            rank = (rest & -rest).bit_length()
+            old = registers[index]
+            if rank > old:
+                registers[index] = rank
+                if not old and touched is not None:
+                    touched.append(index)
+        if touched is not None and len(touched) > SPARSE_MAX_BYTES:
+            self.touched = None
+
     def merge(self, other: Sketch) -> None:
         """Register-wise max, as PFMERGE does."""
         mine, theirs = self.registers, other.registers
