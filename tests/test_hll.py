@@ -16,6 +16,7 @@ from slicecount.hll import (
     SPARSE_MAX_BYTES,
     Sketch,
     murmurhash64a,
+    position,
 )
 
 
@@ -90,6 +91,48 @@ def test_pfmerge_of_the_blob_is_pfadd_of_the_union(raw: redis.Redis, old: int, n
     raw.set("scratch", Sketch(after + shared).encode())
     raw.pfmerge("merged", "scratch")
     assert raw.pfcount("merged") == raw.pfcount("union")
+    assert registers(raw, "merged") == registers(raw, "union")
+
+
+@pytest.fixture(scope="module")
+def rank_one() -> dict[int, str]:
+    """A value of rank 1 for (nearly) every register: runs of equal VALs where wanted."""
+    found: dict[int, str] = {}
+    for i in range(200_000):
+        index, rank = position(f"v{i}")
+        if rank == 1:
+            found.setdefault(index, f"v{i}")
+    return found
+
+
+@pytest.mark.parametrize(
+    "indexes",
+    [
+        [0],
+        [0, 1],
+        [0, 1, 2, 3, 4],
+        [1, 2, 3, 4, 5, 6, 7, 8, 9],
+        [16383],
+        [16378, 16383],
+        list(range(16376, 16384)),
+        [63, 64, 129, 194, 16383],
+    ],
+)
+def test_edge_registers_and_runs(
+    raw: redis.Redis, rank_one: dict[int, str], indexes: list[int]
+) -> None:
+    """The first and last registers, runs of one rank longer than a VAL's 4, gaps of exactly
+    64/65 zeros: SET, and PFMERGE into a key that holds other values (a register-0 VAL once
+    overwrote the header's last byte: Redis refused the merge as corrupted)."""
+    items = [rank_one[i] for i in indexes]
+    sketch = Sketch(items)
+    raw.set("built", sketch.encode())
+    pfadd(raw, "added", items)
+    assert registers(raw, "built") == registers(raw, "added") == sketch.registers
+    earlier = values(10, seed=11)
+    pfadd(raw, "merged", earlier)
+    raw.pfmerge("merged", "built")
+    pfadd(raw, "union", earlier + items)
     assert registers(raw, "merged") == registers(raw, "union")
 
 

@@ -177,8 +177,10 @@ class Sketch:
                 append((gap - 1) & 0xFF)
             elif gap:  # ZERO, 1..64
                 append(gap - 1)
-            elif out[-1] & 0x80 and out[-1] & 3 < 3 and out[-1] >> 2 & 0x1F == rank - 1:
-                out[-1] += 1  # VAL of the same rank just before: one more register (up to 4)
+            elif index and out[-1] & 3 < 3 and out[-1] >> 2 & 0x1F == rank - 1:
+                # no gap after register 1+: the byte before is this run's VAL (at register 0
+                # it is the header's, which must stay as it is)
+                out[-1] += 1  # the same rank just before: one VAL of up to 4 registers
                 done = index + 1
                 continue
             append(0x80 | (rank - 1) << 2)  # VAL, one register
