@@ -11,6 +11,13 @@ commands a round trip (the best case for it). Rounds alternate which goes first;
 medians; the machine is shared, so compare ratios. Memory: MEMORY USAGE of one slice's keys at
 precision 60, by distinct values, for a plain series (its HyperLogLog) and an exact one (its SET
 beside its HyperLogLog).
+
+On this machine (2 shared cores, redis-server 6.2.14, 3 rounds): add_unique() 634 000/s
+unlabelled, 489 000/s with one label; naive 3 700 events/s (170x / 131x slower). The flush of
+1 000 x 1 000 values: 8.7 s wall, 2.3 s client CPU, 5.9 s Redis CPU, 93 MB sent; naive: 70 s,
+59 s, 9.2 s, 401 MB (0.12x its wall time). One 60 s slice's HLL: 136 B (1-10 values), 584 B
+(100), 2 120 B (1 000), 12 392 B from ~2 000 (dense); an exact SET: 6.5 kB at 100, 56 kB at
+the cap of 1 000, beside its HLL.
 """
 
 from __future__ import annotations

@@ -14,6 +14,16 @@ on an emptied server; figures are medians over rounds, and the ratios compare on
 Measured: client CPU (process time), Redis CPU (INFO used_cpu_sys + used_cpu_user), time in
 commands (INFO commandstats usec), wall time, bytes sent (INFO total_net_input_bytes), memory
 of the keys written (used_memory), and the distinct counts of a few keys, equal across all.
+
+On this machine (2 shared cores, redis-server 6.2.14, 3 rounds), per value x 5 precisions:
+1 000 series x 1 000 values, new slices: naive 53.6 us client / 9.0 us Redis / 300 B sent,
+pfadd 2.5 us / 6.1 us / 81 B, sketch 3.1 us / 9.9 us / 2.6 B (1.25x pfadd's client CPU, 1.62x
+its Redis CPU, 1.34x its wall time, 0.03x its bytes); slices already holding 10 earlier flushes:
+sketch 1.50x client, 1.09x Redis, 1.47x wall. The sweep (sketch / pfadd): below ~2 000 values a
+series-slice (a sparse sketch; PFMERGE into a sparse key re-inserts every register) the sketch
+costs 1.1-1.6x the client CPU and 1.3-10x the Redis CPU; at 3 000 and 10 000 (dense) it costs
+0.03-0.41x the Redis CPU and 1.0-1.3x the client CPU. Bytes: 0.55x at 10 values, 0.02-0.12x
+from 100. With the hash in C (mmhash2) the sketch's client CPU is 0.43-0.55x pfadd's.
 """
 
 from __future__ import annotations
