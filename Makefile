@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test quick bench bench-compare bench-exactness bench-failover clean
+.PHONY: demo test quick bench bench-compare bench-exactness bench-failover bench-unique clean
 CODE := src tests benchmarks examples
 
 demo: $(STAMP)
@@ -38,6 +38,12 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_prometheus.py
 	$(BIN)/python benchmarks/bench_cleaner.py
 	$(BIN)/python benchmarks/bench_cluster.py
+
+# Unique counts (issue 15): add_unique() rate, flush cost and Redis memory, then how a flush
+# should encode the values (PFADD per value / per slice / an in-process HyperLogLog), a few minutes
+bench-unique: $(STAMP)
+	$(BIN)/python benchmarks/bench_unique.py $(ARGS)
+	$(BIN)/python benchmarks/bench_unique_encoding.py --skip-naive
 
 # slicecount and a real Prometheus (Debian's) count the same known traffic (a few minutes)
 bench-exactness: $(STAMP)
