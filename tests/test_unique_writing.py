@@ -15,6 +15,7 @@ from slicecount.embedded import EmbeddedRedis
 from slicecount.losses import DROPPED_METRIC, REJECTED_METRIC
 from slicecount.recorder import Recorder
 from slicecount.store import Store
+from slicecount.unique_writing import SKETCH_MIN_VALUES
 from tests.test_recorder import rejected
 
 pytestmark = pytest.mark.topologies
@@ -235,3 +236,29 @@ def test_a_value_past_the_retention_of_every_unique_precision_is_refused_and_cou
     assert [p for p in store.settings.unique_precisions if store.get_unique("late", p)] == [
         p for p in store.settings.unique_precisions if p * store.settings.retention_for(p) > 7200
     ]
+
+
+def test_a_big_slice_is_sent_as_a_sketch_with_the_registers_pfadd_would_set(
+    store: Store, redis_client: Any
+) -> None:
+    now, start = now_and_start(60)
+    values = [f"client-{i}" for i in range(SKETCH_MIN_VALUES + 500)]
+    recorder = Recorder(store, flush_interval=3600)
+    for value in values:
+        recorder.add_unique("busy", value, now=now)
+    assert recorder.flush()
+    store.add_unique("busy", [*values[:10], "one more"], now=now)  # later, a small PFADD
+    # the same values PFADDed into a key of the same slot: the same registers, the same count
+    slot = store.keys.unique_layout("busy", (60,)).slots[0]
+    twin = store.keys.scratch(store.keys.shard("busy"), "twin")
+    for i in range(0, len(values), 1000):
+        redis_client.pfadd(twin, *values[i : i + 1000])
+    redis_client.pfadd(twin, "one more")
+    for precision in store.settings.unique_precisions:
+        key = store.keys.unique_layout("busy", (precision,)).slots[0].hll(now - now % precision)
+        assert redis_client.pfcount(key) == redis_client.pfcount(twin), precision
+        assert redis_client.ttl(key) > 0
+    assert redis_client.pfcount(slot.hll(start)) > 3000
+    redis_client.delete(twin)
+    assert not [k for k in redis_client.keys("*scratch*")]  # every scratch key deleted
+    recorder.close()
