@@ -18,12 +18,7 @@ from slicecount.datasource.app import create_app
 from slicecount.recorder import Recorder
 from slicecount.slices import oldest_kept
 from slicecount.store import Store
-
-
-def hll_count(store: Store, client: Any, series_id: str, precision: int, start: int) -> int:
-    slot = store.keys.unique_layout(series_id, (precision,)).slots[0]
-    return int(client.pfcount(slot.hll(start)))
-
+from tests.test_unique_writing import hll_count
 
 # -- 1. the Recorder's bound -----------------------------------------------------------------
 

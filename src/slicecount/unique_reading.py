@@ -44,9 +44,7 @@ class SliceMembers(NamedTuple):
 
 def kept_precisions(settings: Settings) -> tuple[int, ...]:
     """The precisions unique counts are kept at."""
-    kept = settings.unique_precisions
-    assert isinstance(kept, tuple)  # Settings parsed it
-    return kept
+    return settings.unique_precisions
 
 
 def unique_precision(ctx: Context, precision: object) -> int:

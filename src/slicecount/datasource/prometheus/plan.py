@@ -89,7 +89,6 @@ def choose(
     start, end = times[0], times[-1]
     distinct = any(need.distinct for need in wanted)
     precisions = settings.unique_precisions if distinct else settings.precisions
-    assert isinstance(precisions, tuple)  # Settings parsed it
     if not wanted:  # no selector (Grafana's 1+1 health check): no slice is read
         p = settings.precisions[0]
         newest = slice_start(now, p) + p
