@@ -260,7 +260,9 @@ def test_close_gives_up_after_its_timeout(
     recorder.add("lost", 3, now=T0)
     with caplog.at_level(logging.ERROR, logger="slicecount"):
         assert recorder.close(timeout=0.3) is False
-    assert "could not write 0 buffered events and 1 chunk (7 increments) in doubt" in caplog.text
+    assert "could not write 0 buffered events, 0 unique values and 1 chunk (7 increments)" in (
+        caplog.text
+    )
     store.close()
 
 

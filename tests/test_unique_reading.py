@@ -61,16 +61,16 @@ def test_get_unique_follows_the_count_rule(frozen: Store, redis_client: Any) -> 
 
 
 def test_get_unique_reads_the_retention_window_only(small_cap: Settings, redis_client: Any) -> None:
-    old = M - 60 * 121  # one slice before the window (retention 120)
+    old = M - 60 * 120  # one slice before the window (retention 120: M and 119 before it)
     write_slice(redis_client, small_cap, "w", 60, old, ["x"])
-    write_slice(redis_client, small_cap, "w", 60, M - 60 * 120, ["x", "y"])
+    write_slice(redis_client, small_cap, "w", 60, M - 60 * 119, ["x", "y"])
     write_slice(redis_client, small_cap, "w", 60, M + 240, ["future"])  # within max_future
     slot = KeysOf(small_cap).slot("w", 60)
-    for start in (old, M - 60 * 120):  # kept on: the window, not Redis, leaves them out
+    for start in (old, M - 60 * 119):  # kept on: the window, not Redis, leaves them out
         redis_client.pfadd(slot.hll(start), *["x", "y"][: 1 + (start > old)])
         redis_client.expire(slot.hll(start), 3600)
     with Store(small_cap, clock=lambda: NOW) as store:
-        assert store.get_unique("w", 60) == [(M - 7200, 2), (M + 240, 1)]
+        assert store.get_unique("w", 60) == [(M - 60 * 119, 2), (M + 240, 1)]
     with Store(small_cap, clock=lambda: NOW + 60 * 122) as later:
         assert later.get_unique("w", 60) == [(M + 240, 1)]
     # the keys expire by themselves, a retention after their slice
