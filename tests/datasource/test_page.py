@@ -1,9 +1,8 @@
-"""The built-in page in a real headless Chromium (Debian's, driven by playwright) against a
-datasource serving known data on 127.0.0.1."""
+"""The built-in page's Explore tab in a real headless Chromium (Debian's, driven by playwright)
+against a datasource serving known data on 127.0.0.1 (the overview: test_overview.py)."""
 
 from __future__ import annotations
 
-import shutil
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,17 +12,10 @@ import pytest
 from slicecount.config import Settings
 from slicecount.datasource.app import create_app
 from slicecount.store import Store
+from tests.datasource.chromium import launch, needs_chromium
 from tests.serving import serving
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(
-        CHROMIUM is None,
-        reason="no Chromium on PATH: install Debian's chromium (apt-get install chromium); "
-        ".ci/run does",
-    ),
-]
+pytestmark = [pytest.mark.slow, needs_chromium]
 
 
 @pytest.fixture
@@ -51,16 +43,11 @@ def test_the_page_lists_metrics_draws_and_follows_the_precision(
 
     errors: list[str] = []
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path=CHROMIUM,
-            args=["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                  "--disable-background-networking", "--disable-component-update",
-                  "--disable-sync"],
-        )  # fmt: skip
+        browser = launch(playwright)
         page = browser.new_page(viewport={"width": 1200, "height": 800})
         page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
         page.on("pageerror", lambda e: errors.append(str(e)))
-        page.goto(served)
+        page.goto(served + "?tab=explore")
 
         page.wait_for_function("document.querySelectorAll('#metric option').length > 0")
         options = page.eval_on_selector_all("#metric option", "els => els.map(e => e.value)")
@@ -69,30 +56,30 @@ def test_the_page_lists_metrics_draws_and_follows_the_precision(
 
         page.select_option("#metric", "http.requests")
         page.wait_for_function(
-            "() => { const c = window.slicecount.chart;"
+            "() => { const c = window.slicecount.explore.chart;"
             " return c && c.data.length > 1 && c.data[1].some(v => v != null && v > 0); }"
         )
         assert "rate(http.requests)" in page.input_value("#query")
         assert page.eval_on_selector("#chart canvas", "c => c.width") > 0
 
         def slice_width() -> float:
-            return float(page.evaluate("() => { const x = window.slicecount.chart.data[0];"
+            return float(page.evaluate("() => { const x = window.slicecount.explore.chart.data[0];"
                                        " return x[1] - x[0]; }"))  # fmt: skip
 
         page.select_option("#precision", "60")
-        page.wait_for_function("() => { const x = window.slicecount.chart.data[0];"
+        page.wait_for_function("() => { const x = window.slicecount.explore.chart.data[0];"
                                " return x.length > 1 && x[1] - x[0] === 60; }")  # fmt: skip
         assert slice_width() == 60
         page.select_option("#range", "900")
         page.select_option("#precision", "5")
-        page.wait_for_function("() => { const x = window.slicecount.chart.data[0];"
+        page.wait_for_function("() => { const x = window.slicecount.explore.chart.data[0];"
                                " return x.length > 1 && x[1] - x[0] === 5; }")  # fmt: skip
         assert slice_width() == 5
 
         page.select_option("#metric", "http.request.duration")
         page.wait_for_function(
-            "() => window.slicecount.frames && window.slicecount.frames.length === 3"
-            " && window.slicecount.frames[0].target.startsWith('p50')"
+            "() => window.slicecount.explore.frames && window.slicecount.explore.frames.length === 3"
+            " && window.slicecount.explore.frames[0].target.startsWith('p50')"
         )
         assert "histogram_quantile(0.95" in page.input_value("#query")
         page.screenshot(path=str(tmp_path / "page.png"), full_page=True)

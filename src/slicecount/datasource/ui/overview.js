@@ -1,0 +1,180 @@
+// The overview: is the app healthy, at a glance. Every panel's target travels in ONE /query per
+// refresh (the routes table's too); panels of metrics the app does not record stay hidden.
+// With a route chosen, the same charts are filtered to it and split by method and status.
+import { post, queryBody } from "./api.js";
+import { Chart, PALETTE, sparkline } from "./charts.js";
+import * as format from "./format.js";
+import { routeRows } from "./routes.js";
+
+const CLASS_COLORS = { "1xx": "#8c959f", "2xx": "#2da44e", "3xx": "#2f81f7", "4xx": "#d4a72c", "5xx": "#cf222e" };
+const QUANTILE_COLORS = { P50: "#2da44e", P95: "#e16f24", P99: "#cf222e" };
+
+/** A string literal of the query language (same escapes as JSON for a route template). */
+const literal = (text) => JSON.stringify(text);
+
+/** The targets of one refresh, by refId. */
+export function targets(route) {
+  const only = route ? `{route=${literal(route)}}` : "";
+  const t = {
+    REQ: route ? `sum by (method, status) (rate(http.requests${only}))`
+               : "sum by (status) (rate(http.requests))",
+    P50: `histogram_quantile(0.5, sum(http.request.duration${only}))`,
+    P95: `histogram_quantile(0.95, sum(http.request.duration${only}))`,
+    P99: `histogram_quantile(0.99, sum(http.request.duration${only}))`,
+    // db.queries has no route label: a route's queries come from its per-request histogram
+    DB: route ? `sum(rate(http.request.queries.sum_us${only})) / 1000000`
+              : "sum by (operation) (rate(db.queries))",
+    DBR: `sum(http.request.queries.sum_us${only}) / sum(http.request.queries.bucket${only}) / 1000000`,
+    THR: `sum by (limit) (rate(http.throttled${only}))`,
+    UNQ: `sum(unique(http.unique_clients${only}))`,  // a union of the routes' clients, never a sum
+    Anno: "#",  // every annotation (simPod's annotation query: tags to match, none = all)
+  };
+  if (!route) {
+    t.RC = "sum by (route, status) (http.requests)";
+    t.RR = "sum by (route) (rate(http.requests))";
+    t.RB = "sum by (route, le) (http.request.duration.bucket)";
+  }
+  return Object.entries(t).map(([refId, target]) => ({ refId, target }));
+}
+
+function line(frame, label, color) {
+  return { label, color, t: frame.datapoints.map((p) => p[1] / 1000), v: frame.datapoints.map((p) => p[0]) };
+}
+
+/** Frames of one target summed by `key` (one timeline per target): null only where all are. */
+function summed(frames, key) {
+  const groups = new Map();
+  for (const f of frames) {
+    const k = key(f);
+    const g = groups.get(k);
+    if (!g) { groups.set(k, { ...f, datapoints: f.datapoints.map((p) => [...p]) }); continue; }
+    f.datapoints.forEach(([v], i) => {
+      if (v != null) g.datapoints[i][0] = (g.datapoints[i][0] ?? 0) + v;
+    });
+  }
+  return [...groups.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+}
+
+const statusClass = (f) => String((f.tags || {}).status || "?")[0] + "xx";
+
+function errorRatio(requests) {
+  if (!requests.length) return [];
+  const [[, all]] = summed(requests, () => "all");
+  const errors = summed(requests.filter((f) => statusClass(f) === "5xx"), () => "5xx");
+  const bad = errors.length ? errors[0][1].datapoints : [];
+  const v = all.datapoints.map(([n], i) => (n > 0 ? 100 * ((bad[i] && bad[i][0]) || 0) / n : null));
+  return [{ label: "5xx share", color: CLASS_COLORS["5xx"], t: all.datapoints.map((p) => p[1] / 1000), v }];
+}
+
+function sliceOf(frames) {
+  const points = frames.length ? frames[0].datapoints : [];
+  return points.length > 1 ? (points[1][1] - points[0][1]) / 1000 : 0;
+}
+
+const PANELS = [
+  { id: "requests", unit: "/s", core: true,
+    title: (route) => (route ? "Requests by method and status" : "Requests by status class"),
+    lines: (by, route) => (route
+      ? by.REQ.map((f, i) => line(f, `${f.tags.method || "?"} ${f.tags.status || "?"}`, PALETTE[i % PALETTE.length]))
+      : summed(by.REQ, statusClass).map(([k, f]) => line(f, k, CLASS_COLORS[k] || PALETTE[0]))) },
+  { id: "errors", unit: "%", core: true, title: () => "Error ratio (5xx share of requests)",
+    lines: (by) => errorRatio(by.REQ) },
+  { id: "latency", unit: "s", core: true, title: () => "Latency p50 / p95 / p99",
+    lines: (by) => ["P50", "P95", "P99"].flatMap((r) => by[r].map((f) => line(f, r.toLowerCase(), QUANTILE_COLORS[r]))) },
+  { id: "db-rate", unit: "/s", title: () => "DB queries per second",
+    lines: (by, route) => by.DB.map((f, i) => line(f, route ? "queries" : f.tags.operation || "all", PALETTE[i % PALETTE.length])) },
+  { id: "db-per-request", unit: "queries", title: () => "DB queries per request",
+    lines: (by) => by.DBR.map((f) => line(f, "mean per request", PALETTE[4])) },
+  { id: "throttled", unit: "/s", title: () => "Throttled requests (429 by a limit)",
+    lines: (by) => by.THR.map((f, i) => line(f, `limit ${f.tags.limit || "?"}`, PALETTE[(i + 1) % PALETTE.length])) },
+  { id: "clients", unit: "clients", title: () => "Unique clients",
+    lines: (by) => by.UNQ.map((f) => line(f, `distinct per ${format.slice(sliceOf(by.UNQ))}`, PALETTE[6])) },
+];
+
+export class Overview {
+  constructor(root, { onZoom, onRoute }) {
+    this.root = root; this.onRoute = onRoute;
+    this.grid = root.querySelector("#panels");
+    this.charts = {}; this.rows = []; this.frames = []; this.slice = 0;
+    for (const spec of PANELS) {
+      const panel = document.createElement("article");
+      panel.className = "panel"; panel.id = "panel-" + spec.id; panel.hidden = true;
+      panel.innerHTML = '<h3></h3><div class="chart"></div><p class="empty" hidden></p>';
+      this.grid.appendChild(panel);
+      this.charts[spec.id] = new Chart(panel.querySelector(".chart"), spec.unit, onZoom);
+    }
+  }
+
+  async refresh(state, range) {
+    const width = this.grid.querySelector(".chart").clientWidth || this.grid.clientWidth / 2 || 600;
+    this.frames = await post("query", queryBody(range, width, targets(state.route)));
+    this.render(state, range);
+  }
+
+  render(state, range) {
+    const by = Object.fromEntries(targets(state.route).map((t) => [t.refId, []]));
+    for (const f of this.frames) (by[f.refId] || (by[f.refId] = [])).push(f);
+    const annotations = by.Anno.flatMap((table) => table.rows.map(([time, , title, text, tags]) => ({ time, title, text, tags })));
+    this.slice = sliceOf(by.REQ);
+    this.crumbs(state.route);
+    const nothing = !by.REQ.length;
+    this.root.querySelector("#empty-state").hidden = !nothing;
+    this.root.querySelector("#empty-state").textContent = state.route
+      ? `No requests to ${state.route} in this range.`
+      : "No requests recorded in this range yet. Instrument the app (SliceCount(app), or "
+        + "SliceCountMiddleware) with this Redis: its requests appear here within seconds.";
+    for (const spec of PANELS) {
+      const panel = this.root.querySelector("#panel-" + spec.id), chart = this.charts[spec.id];
+      const lines = spec.lines(by, state.route);
+      const drawn = lines.some((l) => l.v.some((v) => v != null));
+      panel.hidden = !drawn && !(spec.core && !nothing);
+      panel.querySelector("h3").textContent = spec.title(state.route);
+      panel.querySelector(".empty").hidden = drawn;
+      panel.querySelector(".empty").textContent = "No data in this range yet.";
+      if (drawn) chart.draw(lines, annotations); else chart.destroy();
+    }
+    this.table(state.route ? [] : routeRows(by.RC, by.RR, by.RB, (range.to - range.from) / 1000));
+    this.root.querySelector("#routes-section").hidden = Boolean(state.route) || nothing;
+  }
+
+  crumbs(route) {
+    const nav = this.root.querySelector("#crumbs");
+    if (!route) { nav.replaceChildren(); return; }
+    const back = document.createElement("a");
+    back.href = "?"; back.textContent = "All routes"; back.id = "back-to-overview";
+    back.addEventListener("click", (e) => { if (plain(e)) { e.preventDefault(); this.onRoute(""); } });
+    const here = document.createElement("strong");
+    here.textContent = route;
+    nav.replaceChildren(back, " › ", here);
+  }
+
+  table(rows) {
+    this.rows = rows;
+    const body = this.root.querySelector("#routes tbody");
+    body.replaceChildren(...rows.map((r) => {
+      const tr = document.createElement("tr");
+      tr.dataset.route = r.route;
+      const link = document.createElement("a");
+      link.href = "?route=" + encodeURIComponent(r.route);
+      link.textContent = r.route || "(no route)";
+      const cells = [link, format.rate(r.rate), format.percent(100 * r.errorRatio),
+                     r.p95 == null ? "–" : format.seconds(r.p95), sparkline(r.spark)];
+      for (const [i, content] of cells.entries()) {
+        const td = document.createElement("td");
+        td.append(content);
+        if (i > 0 && i < 4) td.className = "num";
+        if (i === 2 && r.errorRatio > 0.01) td.classList.add("bad");
+        tr.appendChild(td);
+      }
+      tr.addEventListener("click", (e) => { if (plain(e)) { e.preventDefault(); this.onRoute(r.route); } });
+      return tr;
+    }));
+  }
+
+  resize() { for (const c of Object.values(this.charts)) c.resize(); }
+  /** Forget the charts (the colour scheme changed): the next render builds them anew. */
+  forget() { for (const c of Object.values(this.charts)) c.destroy(); }
+}
+
+/** A plain left click (a modified one opens the link in a new tab, as links do). */
+function plain(e) { return e.button === 0 && !e.metaKey && !e.ctrlKey && !e.shiftKey && !e.altKey; }
