@@ -62,7 +62,10 @@ export class Chart {
                                       points: { size: 4, fill: l.color },
                                       value: (u, v) => format.value(v, unit) }))],
       plugins: [markers(annotations)],
-      hooks: { setSelect: [(u) => this.selected(u)] },
+      // uPlot updates the selection on every move of a drag: the zoom is taken once, at mouseup
+      hooks: { ready: [(u) => u.over.addEventListener("mousedown", () => {
+        document.addEventListener("mouseup", () => setTimeout(() => this.selected(u)), { once: true });
+      })] },
     };
     this.plot = new uPlot(options, data, this.element);
   }
