@@ -14,7 +14,8 @@ if TYPE_CHECKING:
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 needs_chromium = pytest.mark.skipif(
     CHROMIUM is None,
-    reason="no Chromium on PATH: install Debian's chromium (apt-get install chromium); .ci/run does",
+    reason="no Chromium on PATH: install Debian's chromium (apt-get install chromium); "
+    ".ci/run does",
 )
 ARGS = [
     "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",

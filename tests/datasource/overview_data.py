@@ -59,8 +59,8 @@ def write(store: Store, now: int) -> None:
             add('http.throttled{limit="5/minute",method="POST",route="/login"}', t, 1)
     store.apply(batch)
     for t in times(now)[::6]:
-        store.add_unique("http.unique_clients", [f"c{k}" for k in range(5)], {"route": "/api/items"},
-                         now=t)  # fmt: skip
+        clients = [f"c{k}" for k in range(5)]
+        store.add_unique("http.unique_clients", clients, {"route": "/api/items"}, now=t)
         store.add_unique("http.unique_clients", ["c0", "x1"], {"route": "/login"}, now=t)
     store.annotate(DEPLOY, tags=["deploy"], when=now - 1500)
 

@@ -69,8 +69,9 @@ def test_the_page_and_its_files_are_open_but_its_data_is_not(secured: TestClient
     page = secured.get("/", headers={"Accept": "text/html,application/xhtml+xml,*/*;q=0.8"})
     assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
     assert "ui/vendor/uPlot.iife.min.js" in page.text
-    assert secured.get("/ui/app.js").status_code == 200
+    script = secured.get("/ui/main.js")  # an ES module: served as JavaScript, or not run
+    assert script.status_code == 200 and "javascript" in script.headers["content-type"]
     assert secured.get("/ui/vendor/uPlot.LICENSE").status_code == 200
-    assert secured.post("/ui/app.js").status_code == 401  # only reads are open
+    assert secured.post("/ui/main.js").status_code == 401  # only reads are open
     health = secured.get("/", headers={"Accept": "application/json, text/plain, */*"})
     assert health.json()["status"] == "ok"  # Grafana's Save & test

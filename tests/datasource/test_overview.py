@@ -71,9 +71,12 @@ class Watched:
         return [u for u in self.urls if not u.startswith(self.base) and not u.startswith("data:")]
 
 
-def open_page(browser: Browser, base: str, width: int = 1280, scheme: str = "light") -> tuple[Page, Watched]:
+def open_page(
+    browser: Browser, base: str, width: int = 1280, scheme: str = "light"
+) -> tuple[Page, Watched]:
     context = browser.new_context(
-        viewport={"width": width, "height": 900}, color_scheme=scheme  # type: ignore[arg-type]
+        viewport={"width": width, "height": 900},
+        color_scheme=scheme,  # type: ignore[arg-type]
     )
     page = context.new_page()
     watched = Watched(base)
@@ -84,7 +87,9 @@ def open_page(browser: Browser, base: str, width: int = 1280, scheme: str = "lig
 
 
 def wait_refreshed(page: Page, after: int) -> None:
-    page.wait_for_function(f"() => window.slicecount.refreshes > {after} && !window.slicecount.busy")
+    page.wait_for_function(
+        f"() => window.slicecount.refreshes > {after} && !window.slicecount.busy"
+    )
 
 
 def refreshes(page: Page) -> int:
@@ -127,14 +132,17 @@ def test_the_overview_draws_every_chart_and_the_routes_table(
             assert row["errorRatio"] == pytest.approx(want.error_ratio, rel=1e-9)
             assert row["p95"] == pytest.approx(want.p95, rel=1e-9)
         cells = page.eval_on_selector_all(
-            "#routes tbody tr", "trs => trs.map((tr) => [...tr.cells].slice(0, 4).map((c) => c.textContent))"
+            "#routes tbody tr",
+            "trs => trs.map((tr) => [...tr.cells].slice(0, 4).map((c) => c.textContent))",
         )
         assert cells == [
             ["/api/items", "0.27/s", "10 %", "275 ms"],  # 960 requests, 96 of them 500
             ["/login", "0.12/s", "0 %", "47 ms"],  # 429s are not errors of the app
             ["/reports/{id}", "0.01/s", "0 %", "950 ms"],  # all in the bucket up to 1 s
         ]
-        sparks = page.eval_on_selector_all("#routes svg.spark", "s => s.map((e) => +e.dataset.points)")
+        sparks = page.eval_on_selector_all(
+            "#routes svg.spark", "s => s.map((e) => +e.dataset.points)"
+        )
         assert len(sparks) == 3 and all(n >= 20 for n in sparks)
 
         # one /query per refresh, every panel's target in it; nothing else is asked
@@ -171,7 +179,9 @@ def test_the_overview_draws_every_chart_and_the_routes_table(
     (tmp_path / "measured.json").write_text(
         json.dumps({"load_ms": load_ms, "refreshes": count, "queries": len(sent)})
     )
-    print(f"overview drawn {load_ms:.0f} ms after navigation; {count} refreshes, {len(sent)} /query")
+    print(
+        f"overview drawn {load_ms:.0f} ms after navigation; {count} refreshes, {len(sent)} /query"
+    )
 
 
 def test_a_route_drills_down_zooms_and_the_url_round_trips(served: str, now: int) -> None:
@@ -242,9 +252,7 @@ def test_a_route_drills_down_zooms_and_the_url_round_trips(served: str, now: int
         browser.close()
 
 
-def test_the_page_asks_for_the_token_and_uses_it(
-    redis_url: str, store: Store, now: int
-) -> None:
+def test_the_page_asks_for_the_token_and_uses_it(redis_url: str, store: Store, now: int) -> None:
     from playwright.sync_api import sync_playwright
 
     overview_data.write(store, now)

@@ -78,8 +78,8 @@ def test_the_page_lists_metrics_draws_and_follows_the_precision(
 
         page.select_option("#metric", "http.request.duration")
         page.wait_for_function(
-            "() => window.slicecount.explore.frames && window.slicecount.explore.frames.length === 3"
-            " && window.slicecount.explore.frames[0].target.startsWith('p50')"
+            "() => { const f = window.slicecount.explore.frames;"
+            " return f && f.length === 3 && f[0].target.startsWith('p50'); }"
         )
         assert "histogram_quantile(0.95" in page.input_value("#query")
         page.screenshot(path=str(tmp_path / "page.png"), full_page=True)

@@ -10,6 +10,7 @@ function short(v) {
 }
 
 export function seconds(v) {
+  if (v === 0) return "0";
   if (v >= 1) return v.toFixed(v >= 10 ? 0 : 2) + " s";
   const ms = v * 1000;
   return (ms >= 10 ? ms.toFixed(0) : ms.toFixed(ms >= 1 ? 1 : 2)) + " ms";

@@ -42,6 +42,7 @@ async function refresh() {
       + `${new Date().toLocaleTimeString()}${slice} · ${Math.round(performance.now() - started)} ms`;
   } catch (error) {
     if (error instanceof AuthNeeded) {
+      clearInterval(page.timer);  // nothing to refresh until a token is given
       $("token-form").hidden = false;
       $("token-reason").textContent = error.message;
       message("");
@@ -104,7 +105,7 @@ $("token-form").addEventListener("submit", (e) => {
   e.preventDefault();
   setToken($("token").value.trim());
   $("token").value = "";
-  refresh();
+  apply(page.state);
 });
 window.addEventListener("popstate", () => apply(url.read()));
 let resizing = null;
