@@ -113,6 +113,13 @@ def test_the_overview_draws_every_chart_and_the_routes_table(
         labels = page.evaluate("() => window.slicecount.overview.charts.requests.plot.series"
                                ".slice(1).map((s) => s.label)")  # fmt: skip
         assert labels == ["2xx", "4xx", "5xx"]
+        # gaps as gaps: no quantile and no error ratio where no request was seen (the data
+        # starts 50 minutes ago), and no line drawn across them
+        gaps = page.evaluate(
+            "() => ['latency', 'errors'].map((id) => { const p = window.slicecount.overview"
+            ".charts[id].plot; return [p.data[1].includes(null), p.series[1].spanGaps]; })"
+        )
+        assert gaps == [[True, False], [True, False]]
         # each chart shows the deploy, with its text on hover
         marks = page.eval_on_selector_all(".panel .annotation", "ms => ms.map((m) => m.title)")
         assert len(marks) == len(PANELS) and all(overview_data.DEPLOY in m for m in marks)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import unquote
 
 import pytest
 
@@ -60,6 +61,10 @@ def test_the_page_lists_metrics_draws_and_follows_the_precision(
             " return c && c.data.length > 1 && c.data[1].some(v => v != null && v > 0); }"
         )
         assert "rate(http.requests)" in page.input_value("#query")
+        assert "rate(http.requests)" in unquote(page.url)  # the query is in the URL...
+        page.reload()
+        page.wait_for_function("() => window.slicecount.explore.chart !== null")
+        assert "rate(http.requests)" in page.input_value("#query")  # ...and comes back from it
         assert page.eval_on_selector("#chart canvas", "c => c.width") > 0
 
         def slice_width() -> float:

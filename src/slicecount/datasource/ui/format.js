@@ -16,11 +16,17 @@ export function seconds(v) {
   return (ms >= 10 ? ms.toFixed(0) : ms.toFixed(ms >= 1 ? 1 : 2)) + " ms";
 }
 
+/** Three significant digits, no trailing zeros: axis ticks 0.025 apart read 0.025, not 0.03. */
+function precise(v) {
+  return Math.abs(v) >= 1e4 ? short(v) : String(Number(v.toPrecision(3)));
+}
+
+/** An axis tick or a legend value. */
 export function value(v, unit) {
   if (v == null || Number.isNaN(v)) return "";
-  if (unit === "s") return seconds(v);
-  if (unit === "%") return percent(v);
-  return short(v) + (unit === "/s" ? "/s" : "");
+  if (unit === "s") return v === 0 || v >= 1 ? precise(v) + " s" : precise(v * 1000) + " ms";
+  if (unit === "%") return precise(v) + " %";
+  return precise(v) + (unit === "/s" ? "/s" : "");
 }
 
 export function percent(v) {
