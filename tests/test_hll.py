@@ -49,7 +49,9 @@ def registers(raw: redis.Redis, key: str) -> bytearray:
     return Sketch.decode(blob).registers
 
 
-@pytest.mark.parametrize("count", [0, 1, 100, 10_000, 200_000])
+@pytest.mark.parametrize(
+    "count", [0, 1, 100, 10_000, pytest.param(200_000, marks=pytest.mark.slow)]
+)
 def test_set_blob_counts_and_registers_as_pfadd(raw: redis.Redis, count: int) -> None:
     items = values(count, seed=count)
     pfadd(raw, "added", items)

@@ -12,7 +12,7 @@ import pytest
 from slicecount.recorder import Recorder
 from slicecount.store import Store
 
-pytestmark = pytest.mark.topologies
+pytestmark = [pytest.mark.topologies, pytest.mark.slow]
 
 MINUTES = 10
 SPAN = 12_000  # ids seen in one minute; consecutive minutes share 2 000 of them

@@ -187,6 +187,7 @@ def test_forked_writers_make_a_union_not_a_sum(store: Store) -> None:
         assert abs(got - truth) <= truth * 0.02, precision  # a union: the sum is 20 000
 
 
+@pytest.mark.slow  # it waits for the keys to expire
 @pytest.mark.topologies("standalone")
 def test_after_retention_nothing_of_a_series_is_left(redis_url: str, redis_client: Any) -> None:
     settings = Settings(
