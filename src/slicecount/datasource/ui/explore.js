@@ -37,7 +37,8 @@ export class Explore {
     if (!metric) return "";
     const histogram = this.histograms.has(metric);
     const label = $("filter-label").value, value = $("filter-value").value;
-    const matcher = label && value ? `{${label}=~"${value}"}` : "";
+    // the value comes regex-escaped (Grafana's format); a quote would still end the string
+    const matcher = label && value ? `{${label}=~"${value.replace(/"/g, '\\"')}"}` : "";
     const by = $("group-by").value, fn = $("function").value;
     if (fn.startsWith("p")) {
       const selector = metric + matcher;
