@@ -105,7 +105,11 @@ export class Explore {
       this.shown = state.q;
     }
     const text = (state.q || this.buildQuery()).trim();
-    if (!text) return;
+    if (!text) {
+      $("explore-message").textContent = $("metric").options.length ? ""
+        : "No metrics recorded yet: instrument the app with this Redis and they appear here.";
+      return;
+    }
     const precision = $("precision").value;
     const targets = text.split("\n").filter((t) => t.trim()).map((target, i) => ({
       refId: String.fromCharCode(65 + i), target,
