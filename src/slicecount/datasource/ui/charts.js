@@ -77,7 +77,9 @@ export class Chart {
   selected(u) {
     const { left, width } = u.select;
     if (width > 4) this.onZoom(u.posToVal(left, "x") * 1000, u.posToVal(left + width, "x") * 1000);
-    u.setSelect({ left: 0, width: 0, top: 0, height: 0 }, false);
+    // the cursor sync drew the drag on every chart of the page: clear it on all of them
+    const none = { left: 0, width: 0, top: 0, height: 0 };
+    for (const plot of uPlot.sync("slicecount").plots) plot.setSelect(none, false);
   }
 
   width() { return Math.max(240, this.element.clientWidth || 600); }

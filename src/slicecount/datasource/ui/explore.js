@@ -15,7 +15,7 @@ export class Explore {
   constructor({ onQuery, onZoom }) {
     this.onQuery = onQuery;
     this.histograms = new Set(); this.payloads = {}; this.kind = null;
-    this.loaded = null; this.frames = null; this.chart = null;
+    this.loaded = null; this.frames = null; this.chart = null; this.shown = null;
     this.plot = new Chart($("chart"), "", onZoom, 380);
     $("metric").addEventListener("change", async () => { await this.loadPayloads(); this.changed(); });
     $("filter-label").addEventListener("change", () => { this.fillValues(); this.changed(); });
@@ -26,11 +26,10 @@ export class Explore {
 
   changed() { $("query").value = this.buildQuery(); this.onQuery($("query").value); }
 
-  /** Metrics and precisions, once; `query` (from the URL) wins over the built one. */
-  async load(query) {
+  /** Metrics and precisions, once. */
+  async load() {
     if (!this.loaded) this.loaded = this.loadMetrics();
     await this.loaded;
-    if (query && query !== $("query").value) $("query").value = query;
   }
 
   buildQuery() {
@@ -38,7 +37,8 @@ export class Explore {
     if (!metric) return "";
     const histogram = this.histograms.has(metric);
     const label = $("filter-label").value, value = $("filter-value").value;
-    const matcher = label && value ? `{${label}=~"${value}"}` : "";
+    // the value comes regex-escaped (Grafana's format); a quote would still end the string
+    const matcher = label && value ? `{${label}=~"${value.replace(/"/g, '\\"')}"}` : "";
     const by = $("group-by").value, fn = $("function").value;
     if (fn.startsWith("p")) {
       const selector = metric + matcher;
@@ -97,9 +97,19 @@ export class Explore {
   }
 
   async refresh(state, range) {
-    await this.load(state.q);
-    const text = $("query").value.trim();
-    if (!text) return;
+    await this.load();
+    // the URL's query is what runs: the query box follows the URL when it changed (a submit,
+    // the back button), never on a timer tick, which would undo what the user is typing
+    if (state.q !== this.shown) {
+      $("query").value = state.q || this.buildQuery();
+      this.shown = state.q;
+    }
+    const text = (state.q || this.buildQuery()).trim();
+    if (!text) {
+      $("explore-message").textContent = $("metric").options.length ? ""
+        : "No metrics recorded yet: instrument the app with this Redis and they appear here.";
+      return;
+    }
     const precision = $("precision").value;
     const targets = text.split("\n").filter((t) => t.trim()).map((target, i) => ({
       refId: String.fromCharCode(65 + i), target,
