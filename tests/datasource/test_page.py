@@ -56,9 +56,11 @@ def test_the_page_lists_metrics_draws_and_follows_the_precision(
         assert "http.request.duration.bucket" not in options  # histogram parts stay hidden
 
         page.select_option("#metric", "http.requests")
-        page.wait_for_function(
+        page.wait_for_function(  # this metric's query run (the previous one's chart is drawn)
             "() => { const c = window.slicecount.explore.chart;"
-            " return c && c.data.length > 1 && c.data[1].some(v => v != null && v > 0); }"
+            " return (window.slicecount.state.q || '').includes('rate(http.requests)')"
+            " && !window.slicecount.busy"
+            " && c && c.data.length > 1 && c.data[1].some(v => v != null && v > 0); }"
         )
         assert "rate(http.requests)" in page.input_value("#query")
         assert "rate(http.requests)" in unquote(page.url)  # the query is in the URL...

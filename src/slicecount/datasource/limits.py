@@ -21,7 +21,9 @@ class Limits:
 
     max_body_bytes: int = 1 << 20
     max_targets: int = 50
-    max_series: int = 500
+    max_series: int = 5000
+    """Series one target may match: a duration histogram by route has 12 bucket series a route
+    and method (what a target reads is bounded by the work budget below)."""
     max_points: int = 11_000
     max_range_seconds: float = 10 * 366 * 86400
     max_request_points: int = 500_000

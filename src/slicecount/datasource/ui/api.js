@@ -26,7 +26,11 @@ export async function post(path, body) {
                                : "This datasource needs its token (SLICECOUNT_TOKEN).");
   }
   const data = await response.json().catch(() => ({}));
-  if (!response.ok) throw new Error(data.message || `${response.status} ${response.statusText}`);
+  if (!response.ok) {
+    const error = new Error(data.message || `${response.status} ${response.statusText}`);
+    error.status = response.status;  // 422: past a limit of the service (the overview copes)
+    throw error;
+  }
   return data;
 }
 

@@ -8,6 +8,9 @@ import { routeRows } from "./routes.js";
 
 const CLASS_COLORS = { "1xx": "#8c959f", "2xx": "#2da44e", "3xx": "#2f81f7", "4xx": "#d4a72c", "5xx": "#cf222e" };
 const QUANTILE_COLORS = { P50: "#2da44e", P95: "#e16f24", P99: "#cf222e" };
+// The targets that read every bucket series of the duration histogram: in an app of many routes
+// they are the ones past the service's limits, so the rest is asked again without them.
+const HEAVY = new Set(["P50", "P95", "P99", "RB"]);
 
 /** A string literal of the query language (same escapes as JSON for a route template). */
 const literal = (text) => JSON.stringify(text);
@@ -57,6 +60,17 @@ function summed(frames, key) {
 
 const statusClass = (f) => String((f.tags || {}).status || "?")[0] + "xx";
 
+/** Each frame with its status class's colour (5xx red, 2xx green...), lighter for the second
+ * and later lines of one class (several methods or statuses). */
+function byClass(frames) {
+  const seen = {};
+  return frames.map((f) => {
+    const k = statusClass(f), n = (seen[k] = (seen[k] || 0) + 1) - 1;
+    const base = CLASS_COLORS[k] || PALETTE[0];
+    return [f, n ? base + ["b0", "80", "60"][Math.min(n - 1, 2)] : base];
+  });
+}
+
 function errorRatio(requests) {
   if (!requests.length) return [];
   const [[, all]] = summed(requests, () => "all");
@@ -75,7 +89,7 @@ const PANELS = [
   { id: "requests", unit: "/s", core: true,
     title: (route) => (route ? "Requests by method and status" : "Requests by status class"),
     lines: (by, route) => (route
-      ? by.REQ.map((f, i) => line(f, `${f.tags.method || "?"} ${f.tags.status || "?"}`, PALETTE[i % PALETTE.length]))
+      ? byClass(by.REQ).map(([f, color]) => line(f, `${f.tags.method || "?"} ${f.tags.status || "?"}`, color))
       : summed(by.REQ, statusClass).map(([k, f]) => line(f, k, CLASS_COLORS[k] || PALETTE[0]))) },
   { id: "errors", unit: "%", core: true, title: () => "Error ratio (5xx share of requests)",
     lines: (by) => errorRatio(by.REQ) },
@@ -95,7 +109,7 @@ export class Overview {
   constructor(root, { onZoom, onRoute }) {
     this.root = root; this.onRoute = onRoute;
     this.grid = root.querySelector("#panels");
-    this.charts = {}; this.rows = []; this.frames = []; this.slice = 0;
+    this.charts = {}; this.rows = []; this.frames = []; this.slice = 0; this.refused = "";
     for (const spec of PANELS) {
       const panel = document.createElement("article");
       panel.className = "panel"; panel.id = "panel-" + spec.id; panel.hidden = true;
@@ -107,7 +121,16 @@ export class Overview {
 
   async refresh(state, range) {
     const width = this.grid.querySelector(".chart").clientWidth || this.grid.clientWidth / 2 || 600;
-    this.frames = await post("query", queryBody(range, width, targets(state.route)));
+    const wanted = targets(state.route);
+    this.refused = "";
+    try {
+      this.frames = await post("query", queryBody(range, width, wanted));
+    } catch (error) {
+      if (error.status !== 422) throw error;
+      // one target past a limit must not blank the page: the rest draws, latency says why
+      this.frames = await post("query", queryBody(range, width, wanted.filter((t) => !HEAVY.has(t.refId))));
+      this.refused = error.message;
+    }
     this.render(state, range);
   }
 
@@ -130,7 +153,8 @@ export class Overview {
       panel.hidden = !drawn && !(spec.core && !nothing);
       panel.querySelector("h3").textContent = spec.title(state.route);
       panel.querySelector(".empty").hidden = drawn;
-      panel.querySelector(".empty").textContent = "No data in this range yet.";
+      panel.querySelector(".empty").textContent = spec.id === "latency" && this.refused
+        ? "Not drawn: " + this.refused : "No data in this range yet.";
       if (drawn) chart.draw(lines, annotations); else chart.destroy();
     }
     this.table(state.route ? [] : routeRows(by.RC, by.RR, by.RB, (range.to - range.from) / 1000));
