@@ -11,9 +11,8 @@ import json
 import os
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
@@ -22,19 +21,23 @@ from slicecount.config import Settings
 from slicecount.datasource.app import create_app
 from slicecount.store import Store
 from tests.datasource import overview_data
-from tests.datasource.chromium import launch, needs_chromium
+from tests.datasource.chromium import (
+    DRAWN,
+    POINTS,
+    launch,
+    needs_chromium,
+    open_page,
+    refreshes,
+    wait_refreshed,
+)
 from tests.serving import serving
 
 if TYPE_CHECKING:
-    from playwright.sync_api import Browser, Page, Request
+    pass
 
 pytestmark = [pytest.mark.slow, needs_chromium]
 
 PANELS = ["requests", "errors", "latency", "db-rate", "db-per-request", "throttled", "clients"]
-DRAWN = "() => window.slicecount && window.slicecount.refreshes > 0"
-POINTS = """() => Object.fromEntries(Object.entries(window.slicecount.overview.charts).map(
-  ([id, c]) => [id, document.getElementById('panel-' + id).hidden || !c.plot ? 0
-    : c.plot.data.slice(1).reduce((n, s) => n + s.filter((v) => v != null).length, 0)]))"""
 
 
 @pytest.fixture
@@ -47,53 +50,6 @@ def served(settings: Settings, store: Store, now: int) -> Iterator[str]:
     overview_data.write(store, now)
     with serving(create_app(settings)) as port:
         yield f"http://127.0.0.1:{port}/"
-
-
-@dataclass
-class Watched:
-    """What a page did: every request's URL, its /query bodies, its console errors."""
-
-    base: str
-    urls: list[str] = field(default_factory=list)
-    queries: list[dict[str, Any]] = field(default_factory=list)
-    posts: list[str] = field(default_factory=list)
-    errors: list[str] = field(default_factory=list)
-
-    def request(self, request: Request) -> None:
-        self.urls.append(request.url)
-        if request.method == "POST":
-            self.posts.append(urlsplit(request.url).path)
-            if request.url.endswith("/query"):
-                self.queries.append(json.loads(request.post_data or "{}"))
-
-    def outside(self) -> list[str]:
-        """Requests to anything but the service (data: URLs are not requests to a host)."""
-        return [u for u in self.urls if not u.startswith(self.base) and not u.startswith("data:")]
-
-
-def open_page(
-    browser: Browser, base: str, width: int = 1280, scheme: str = "light"
-) -> tuple[Page, Watched]:
-    context = browser.new_context(
-        viewport={"width": width, "height": 900},
-        color_scheme=scheme,  # type: ignore[arg-type]
-    )
-    page = context.new_page()
-    watched = Watched(base)
-    page.on("request", watched.request)
-    page.on("console", lambda m: watched.errors.append(m.text) if m.type == "error" else None)
-    page.on("pageerror", lambda e: watched.errors.append(str(e)))
-    return page, watched
-
-
-def wait_refreshed(page: Page, after: int) -> None:
-    page.wait_for_function(
-        f"() => window.slicecount.refreshes > {after} && !window.slicecount.busy"
-    )
-
-
-def refreshes(page: Page) -> int:
-    return int(page.evaluate("() => window.slicecount.refreshes"))
 
 
 def test_the_overview_draws_every_chart_and_the_routes_table(

@@ -7,25 +7,20 @@ from __future__ import annotations
 
 import socket
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import TYPE_CHECKING
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
 from slicecount.config import Settings
-from slicecount.datasource.app import create_app
 from slicecount.datasource.limits import Limits
 from slicecount.series import encode
 from slicecount.store import Store
 from tests.datasource import overview_data
-from tests.datasource.chromium import launch, needs_chromium
-from tests.datasource.test_overview import DRAWN, POINTS, open_page, refreshes
-from tests.serving import serving
+from tests.datasource.chromium import DRAWN, POINTS, browsing, needs_chromium, open_page, refreshes
 
 if TYPE_CHECKING:
-    from playwright.sync_api import Browser, Page
+    from playwright.sync_api import Page
 
 pytestmark = [pytest.mark.slow, needs_chromium]
 
@@ -47,19 +42,6 @@ def write_special(store: Store, now: int) -> None:
         }
     store.apply(batch)
     store.annotate(XSS, tags=["<b>deploy</b>"], when=now - 900)
-
-
-@contextmanager
-def browsing(settings: Settings, limits: Limits | None = None) -> Iterator[tuple[Browser, str]]:
-    from playwright.sync_api import sync_playwright
-
-    app = create_app(settings, limits=limits)
-    with serving(app) as port, sync_playwright() as playwright:
-        browser = launch(playwright)
-        try:
-            yield browser, f"http://127.0.0.1:{port}/"
-        finally:
-            browser.close()
 
 
 def route_view(page: Page, route: str) -> None:
