@@ -103,3 +103,14 @@ def browsing(settings: Settings, limits: Limits | None = None) -> Iterator[tuple
             yield browser, f"http://127.0.0.1:{port}/"
         finally:
             browser.close()
+
+
+def drag(page: Page, panel: str) -> None:
+    """Drag across the middle third of a panel's chart (a zoom)."""
+    box = page.locator(f"#panel-{panel} .u-over").bounding_box()
+    assert box is not None
+    y = box["y"] + box["height"] / 2
+    page.mouse.move(box["x"] + box["width"] * 0.3, y)
+    page.mouse.down()
+    page.mouse.move(box["x"] + box["width"] * 0.6, y, steps=5)
+    page.mouse.up()

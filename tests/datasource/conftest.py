@@ -110,6 +110,10 @@ def write_known_data(store: Store) -> None:
     store.annotate("config change", ["config"], when=NOW - 900)
 
 
+SMALL_LIMITS = Limits(max_series=50, max_points=2000, max_targets=5, max_body_bytes=20_000)
+"""Limits small enough for the tests to reach each one with little data."""
+
+
 @pytest.fixture
 def ds_settings(settings: Settings) -> Settings:
     return settings
@@ -118,11 +122,7 @@ def ds_settings(settings: Settings) -> Settings:
 @pytest.fixture
 def client(ds_settings: Settings, store: Store) -> Iterator[TestClient]:
     write_known_data(store)
-    app = create_app(
-        ds_settings,
-        limits=Limits(max_series=50, max_points=2000, max_targets=5, max_body_bytes=20_000),
-        clock=lambda: NOW,
-    )
+    app = create_app(ds_settings, limits=SMALL_LIMITS, clock=lambda: NOW)
     with TestClient(app) as client:
         yield client
 

@@ -24,6 +24,7 @@ from tests.datasource import overview_data
 from tests.datasource.chromium import (
     DRAWN,
     POINTS,
+    drag,
     launch,
     needs_chromium,
     open_page,
@@ -180,13 +181,7 @@ def test_a_route_drills_down_zooms_and_the_url_round_trips(served: str, now: int
 
         # drag on a chart to zoom: a fixed range in the URL, refresh off
         done = refreshes(page)
-        box = page.locator("#panel-latency .u-over").bounding_box()
-        assert box is not None
-        y = box["y"] + box["height"] / 2
-        page.mouse.move(box["x"] + box["width"] * 0.3, y)
-        page.mouse.down()
-        page.mouse.move(box["x"] + box["width"] * 0.6, y, steps=5)
-        page.mouse.up()
+        drag(page, "latency")
         wait_refreshed(page, done)
         query = parse_qs(urlsplit(page.url).query)
         assert query["route"] == ["/api/items"] and "from" in query and "to" in query

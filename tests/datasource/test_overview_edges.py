@@ -17,7 +17,15 @@ from slicecount.datasource.limits import Limits
 from slicecount.series import encode
 from slicecount.store import Store
 from tests.datasource import overview_data
-from tests.datasource.chromium import DRAWN, POINTS, browsing, needs_chromium, open_page, refreshes
+from tests.datasource.chromium import (
+    DRAWN,
+    POINTS,
+    browsing,
+    drag,
+    needs_chromium,
+    open_page,
+    refreshes,
+)
 
 if TYPE_CHECKING:
     from playwright.sync_api import Page
@@ -167,13 +175,7 @@ def test_a_drag_zoom_leaves_no_selection_on_the_other_charts(
         page.goto(base)
         page.wait_for_function(DRAWN)
         done = refreshes(page)
-        box = page.locator("#panel-latency .u-over").bounding_box()
-        assert box is not None
-        y = box["y"] + box["height"] / 2
-        page.mouse.move(box["x"] + box["width"] * 0.3, y)
-        page.mouse.down()
-        page.mouse.move(box["x"] + box["width"] * 0.6, y, steps=5)
-        page.mouse.up()
+        drag(page, "latency")
         page.wait_for_function(
             f"() => window.slicecount.refreshes > {done} && !window.slicecount.busy"
         )

@@ -12,9 +12,8 @@ from starlette.testclient import TestClient
 
 from slicecount.config import Settings
 from slicecount.datasource.app import create_app
-from slicecount.datasource.limits import Limits
 from slicecount.store import Store
-from tests.datasource.conftest import simpod_body
+from tests.datasource.conftest import SMALL_LIMITS, simpod_body
 from tests.unique_data import current
 
 NOW = current(3600) + 1830  # 30 min 30 s into this hour
@@ -47,11 +46,7 @@ def uclient(settings: Settings) -> Iterator[TestClient]:
                 chosen = {f"k{(i * 1500 + m * 700 + j) % 6000}" for j in range(2000)}
                 store.add_unique("keys", chosen, {"route": route}, now=MINUTE - 60 * m + 1)
         store.incr("http.requests", 3, {"route": "/a"}, now=NOW)
-    app = create_app(
-        settings,
-        limits=Limits(max_series=50, max_points=2000, max_targets=5, max_body_bytes=20_000),
-        clock=lambda: NOW,
-    )
+    app = create_app(settings, limits=SMALL_LIMITS, clock=lambda: NOW)
     with TestClient(app) as client:
         yield client
 
