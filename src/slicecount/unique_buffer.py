@@ -75,11 +75,10 @@ class UniqueValues:
             values = bucket.get(key)
             if values is None:
                 bucket[key] = {value}
+            elif value in values:  # seen this second already: the common case
+                return None
             else:
-                before = len(values)
                 values.add(value)
-                if len(values) == before:
-                    return None
             self.size += 1
             if self.size > self.early:
                 self.wake.set()  # flush now: with Redis up, a burst is written, not dropped
