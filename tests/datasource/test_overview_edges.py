@@ -257,11 +257,15 @@ def test_navigating_does_not_pile_up_refresh_timers(settings: Settings, store: S
         page.goto(base + "?refresh=1")
         page.wait_for_function(DRAWN)
         for _ in range(5):
-            page.evaluate(
-                "() => document.querySelector(\"#routes tr[data-route='/login'] a\")?.click()"
+            # click until the view changes: a refresh may be redrawing the table (its rows
+            # replaced) at the moment of a single click
+            page.wait_for_function(
+                "() => { if (window.slicecount.state.route === '/login') return true;"
+                " document.querySelector(\"#routes tr[data-route='/login'] a\")?.click();"
+                " return false; }"
             )
-            page.wait_for_function("() => window.slicecount.state.route === '/login'")
             page.go_back()
+            page.wait_for_function("() => !window.slicecount.state.route")
             page.wait_for_selector("#routes tbody tr", state="visible")
         page.wait_for_function("() => !window.slicecount.busy")
         before = len(watched.queries)
