@@ -10,12 +10,13 @@ CODE := src tests benchmarks examples
 demo: $(STAMP)
 	$(BIN)/slicecount demo
 
-# Everything, with coverage: what .ci/run and the README run.
+# Everything, with coverage: what .ci/run and the README run. The tests run on every core
+# (pytest-xdist; each worker starts its own servers on free ports).
 test: $(STAMP)
 	$(BIN)/ruff check $(CODE)
 	$(BIN)/ruff format --check $(CODE)
 	$(BIN)/mypy
-	$(BIN)/coverage run -m pytest
+	$(BIN)/python -m pytest -n auto --cov --cov-report=
 	$(BIN)/coverage report
 
 # The inner loop (under a minute): the same checks, minus the tests marked slow. mypy runs
@@ -24,8 +25,8 @@ quick: $(STAMP)
 	$(BIN)/ruff check $(CODE)
 	$(BIN)/ruff format --check $(CODE)
 	@types=$$(mktemp); $(BIN)/mypy >$$types 2>&1 & mypy=$$!; \
-	echo "$(BIN)/mypy (in the background) and $(BIN)/python -m pytest -q -m 'not slow'"; \
-	$(BIN)/python -m pytest -q -m "not slow"; tests=$$?; \
+	echo "$(BIN)/mypy (in the background) and $(BIN)/python -m pytest -q -n auto -m 'not slow'"; \
+	$(BIN)/python -m pytest -q -n auto -m "not slow"; tests=$$?; \
 	wait $$mypy; typed=$$?; cat $$types; rm -f $$types; \
 	test $$tests -eq 0 && test $$typed -eq 0
 
