@@ -12,11 +12,10 @@ differ by a counter: 3 000 such series fell 1 010/1 081/909 over three cluster m
 
 A unique series (distinct values per slice; sharded: ``{s}`` after the first colon, as above)::
 
-    P unique:<prec>:<series>:<start>    HLL (STRING)  the slice's values, expiring after retention
-    P members:<prec>:<series>:<start>   SET  exact mode: up to the cap + 1 values, expiring too
-    P uniques:                          ZSET  member <prec>:<series>, score = when its newest
-                                              slice expires (members past it are stale)
-    P scratch:<token>                   HLL  a union being computed (deleted in the same call)
+    P unique:<prec>:<series>:<start>    HLL   the slice's values, expiring after retention
+    P members:<prec>:<series>:<start>   SET   exact mode: up to the cap + 1 values, expiring too
+    P uniques:                          ZSET  member <prec>:<series>, score: its newest expiry
+    P scratch:<token>                   HLL   a union or a sketch (deleted in the same call)
 
 A rate limit's hits (whatever the shard count: the identity is the hash tag)::
 
@@ -157,14 +156,9 @@ class KeySpace:
 
     def unique_slot(self, shard: int, member: str) -> UniqueSlot:
         """The keys of the unique series named by a registry member found on ``shard``."""
-        tag = "" if self.shards == 1 else f"{{{shard}}}:"
-        precision = self.parse_member(member).precision
-        return UniqueSlot(
-            precision,
-            member,
-            f"{self.prefix}unique:{tag}{member}:",
-            f"{self.prefix}members:{tag}{member}:",
-        )
+        tag, precision = "" if self.shards == 1 else f"{{{shard}}}:", self.parse_member(member)[0]
+        hll, members = f"{self.prefix}unique:{tag}{member}:", f"{self.prefix}members:{tag}{member}:"
+        return UniqueSlot(precision, member, hll, members)
 
     def unique_layout(self, series_id: str, precisions: tuple[int, ...]) -> UniqueLayout:
         """The registry of a unique series and its keys at each precision (cached)."""
@@ -184,7 +178,7 @@ class KeySpace:
         return layout
 
     def scratch(self, shard: int, token: str) -> str:
-        """A key in ``shard``'s slot for a union being computed (deleted by the same call)."""
+        """A key in ``shard``'s slot for a union or a sketch (deleted by the same call)."""
         if self.shards == 1:
             return f"{self.prefix}scratch:{token}"
         return f"{self.prefix}scratch:{{{shard}}}:{token}"
