@@ -10,7 +10,6 @@ idempotent: what was applied already costs nothing the second time).
 
 from __future__ import annotations
 
-import heapq
 import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -21,6 +20,7 @@ from slicecount.checks import time_error, value_error
 from slicecount.config import Settings
 from slicecount.errors import ConfigurationError, StoreError
 from slicecount.losses import refused_by_redis
+from slicecount.seconds_buffer import SecondsBuffer
 from slicecount.series import shown
 from slicecount.unique_writing import UniqueKey
 
@@ -30,28 +30,18 @@ if TYPE_CHECKING:
 Taken = dict[int, dict[UniqueKey, set[str]]]
 
 
-class UniqueValues:
+class UniqueValues(SecondsBuffer[dict[UniqueKey, set[str]]]):
     """Distinct values per second and series, waiting for the next flush."""
 
     def __init__(
         self, max_values: int, settings: Settings, clock: Clock, dropped: Callable[[int], None]
     ) -> None:
-        self.max_values = max_values
+        super().__init__(max_values, clock, dropped)
         self._max_future = settings.max_future
         self._kept = [(p, p * settings.retention_for(p)) for p in settings.unique_precisions]
-        self._clock = clock
-        self._dropped = dropped  # called with the lock held: must not take it
         self.early = max_values // 2
         """Values past which the flusher is woken (``wake``) to write them at once."""
         self.wake = threading.Event()
-        self.reset(threading.Lock())
-
-    def reset(self, lock: threading.Lock) -> None:
-        """Empty, guarded by ``lock`` (the Recorder's: a drop is counted under it)."""
-        self._lock = lock
-        self._pending: Taken = {}
-        self._seconds: list[int] = []  # heap of the buffered seconds
-        self.size = 0
 
     def add(self, key: UniqueKey, value: str, now: float | None) -> Exception | None:
         """Buffer ``value`` for ``key`` at ``now`` (default: the clock); the refusal of a bad
@@ -70,8 +60,7 @@ class UniqueValues:
                 error = self._time_error(second, now)
                 if error is not None:  # checked once per new second
                     return error
-                bucket = self._pending[second] = {}
-                heapq.heappush(self._seconds, second)
+                bucket = self._open(second)
             values = bucket.get(key)
             if values is None:
                 bucket[key] = {value}
@@ -82,7 +71,7 @@ class UniqueValues:
             self.size += 1
             if self.size > self.early:
                 self.wake.set()  # flush now: with Redis up, a burst is written, not dropped
-                if self.size > self.max_values:
+                if self.size > self.bound:
                     self._drop_oldest()
         finally:
             lock.release()
@@ -100,35 +89,20 @@ class UniqueValues:
             )
         return error
 
-    def _drop_oldest(self) -> None:
-        """Drop values, oldest second first, until the bound holds (lock held): only the
-        excess, so a burst in the current second costs what is past the bound."""
-        pending, seconds = self._pending, self._seconds
-        while self.size > self.max_values and seconds:
-            oldest = seconds[0]
-            bucket = pending.get(oldest, {})
-            while bucket and self.size > self.max_values:
-                key = next(iter(bucket))
-                values = bucket[key]
-                excess = self.size - self.max_values
-                if len(values) > excess:  # part of this set: the rest stays buffered
-                    for _ in range(excess):
-                        values.pop()
-                    lost = excess
-                else:
-                    del bucket[key]
-                    lost = len(values)
-                self.size -= lost
-                self._dropped(lost)
-            if not bucket:
-                pending.pop(oldest, None)
-                heapq.heappop(seconds)
+    def _shed(self, bucket: dict[UniqueKey, set[str]], excess: int) -> tuple[int, int]:
+        key = next(iter(bucket))
+        values = bucket[key]
+        if len(values) > excess:  # part of this set: only the excess, the rest stays buffered
+            for _ in range(excess):
+                values.pop()
+            return excess, excess
+        del bucket[key]
+        return len(values), len(values)
 
     def take(self) -> Taken:
         """Everything buffered, leaving the buffer empty."""
         with self._lock:
-            taken, self._pending, self._seconds, self.size = self._pending, {}, [], 0
-        return taken
+            return self._swap()
 
     def put_back(self, taken: Taken) -> None:
         """Merge values a flush could not write into the buffer (still bounded)."""
@@ -136,8 +110,7 @@ class UniqueValues:
             for second, bucket in taken.items():
                 mine = self._pending.get(second)
                 if mine is None:
-                    mine = self._pending[second] = {}
-                    heapq.heappush(self._seconds, second)
+                    mine = self._open(second)
                 for key, values in bucket.items():
                     held = mine.get(key)
                     if held is None:
@@ -147,7 +120,7 @@ class UniqueValues:
                         before = len(held)
                         held |= values
                         self.size += len(held) - before
-            if self.size > self.max_values:
+            if self.size > self.bound:
                 self._drop_oldest()
 
     def flush(
