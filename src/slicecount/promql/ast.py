@@ -12,6 +12,7 @@ from typing import Any, Literal
 import re2
 
 from slicecount.errors import QueryError
+from slicecount.series import is_label_name
 
 ValueType = Literal["scalar", "vector", "matrix", "string"]
 Card = Literal["one-to-one", "many-to-one", "one-to-many", "many-to-many"]
@@ -38,17 +39,25 @@ def compile_regex(pattern: str) -> Any:
 
 @dataclass(frozen=True)
 class Matcher:
-    """``label op "value"`` with op ``=``, ``!=``, ``=~``, ``!~`` (regexes fully anchored)."""
+    """``label op "value"`` with op ``=``, ``!=``, ``=~``, ``!~`` (regexes fully anchored), or
+    ``<``, ``>`` (the simPod targets' numeric comparison: a value that is no number fails)."""
 
     label: str
     op: str
     value: str
-    regex: Any = field(default=None, compare=False, repr=False)
+    regex: Any = field(default=None, compare=False, repr=False)  # the number for < and >
 
     @classmethod
     def make(cls, label: str, op: str, value: str) -> Matcher:
+        if not is_label_name(label):
+            raise QueryError(f"invalid label name {label!r} in a matcher")
         if op in ("=~", "!~"):
             return cls(label, op, value, compile_regex(value))
+        if op in ("<", ">"):
+            try:
+                return cls(label, op, value, float(value))
+            except ValueError:
+                raise QueryError(f"{label}{op}{value!r}: '<' and '>' need a number") from None
         if op not in ("=", "!="):
             raise QueryError(f"unknown matcher operator {op!r}")
         return cls(label, op, value)
@@ -60,6 +69,12 @@ class Matcher:
             return value == self.value
         if op == "!=":
             return value != self.value
+        if op in ("<", ">"):
+            try:
+                number = float(value)
+            except ValueError:
+                return False
+            return number < self.regex if op == "<" else number > self.regex
         found = self.regex.fullmatch(value) is not None
         return found if op == "=~" else not found
 

@@ -184,12 +184,18 @@ class Evaluator:
         windows: list[tuple[int, int] | None] = []
         for t in grid.times:
             a = grid.read_at(t, node.vector.offset)
-            if a is None or a - span < grid.oldest or a > grid.newest:
+            if a is None or a - span < grid.oldest:
                 windows.append(None)
-            else:
+            elif a <= grid.newest:
                 windows.append(((a - span - first) // p, (a - first) // p))
+            elif grid.partial and a - span < grid.newest:  # holding now: its slices so far
+                windows.append(((a - span - first) // p, (grid.newest - first) // p))
+            else:
+                windows.append(None)
         distinct, where = _distinct(windows)
         compute = _WINDOW_FUNCTIONS[name]
+        if name == "rate" and grid.partial and not node.range:
+            compute = _elapsed_rate(grid)  # one slice (x[0]): no dip at the right edge
         keep_name = name == "last_over_time"
         out = []
         for raw in self.data[node.vector]:
@@ -230,8 +236,28 @@ def _sample_values(totals: Sequence[int], b: int, a: int) -> Sequence[int]:
     return totals[b + 1 : a + 1]  # the boundaries inside (t - d, t]: one sample per slice
 
 
+def _increase(t: Sequence[int], ws: Windows, span: int, p: int, k: float) -> list[float]:
+    if k == 1.0:  # counts stay ints: the simPod frames write them without a conversion
+        return [t[a] - t[b] for b, a in ws]  # type: ignore[misc]
+    return [(t[a] - t[b]) * k for b, a in ws]
+
+
+def _elapsed_rate(grid: Grid) -> WindowFunction:
+    """``rate`` over windows of a point's slices, each divided by the seconds it has lasted:
+    a window holding now has lasted since its start (at least a second), not its span."""
+    first, now = grid.first, grid.now
+
+    def rate(t: Sequence[int], ws: Windows, span: int, p: int, k: float) -> list[float]:
+        return [
+            (t[a] - t[b]) * k / max(min(now, first + a * p) - (first + b * p), 1.0)
+            for b, a in ws
+        ]
+
+    return rate
+
+
 _WINDOW_FUNCTIONS: dict[str, WindowFunction] = {
-    "increase": lambda t, ws, span, p, k: [(t[a] - t[b]) * k for b, a in ws],
+    "increase": _increase,
     "rate": lambda t, ws, span, p, k: [(t[a] - t[b]) * k / span for b, a in ws],
     "irate": lambda t, ws, span, p, k: [(t[a] - t[a - 1]) * k / p for b, a in ws],  # last slice
     "sum_over_time": lambda t, ws, span, p, k: [sum(_sample_values(t, b, a)) * k for b, a in ws],

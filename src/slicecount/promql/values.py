@@ -28,7 +28,12 @@ class Grid:
     ends its slice (``ceil(t / p) * p``: the slice holding t counted as it stands). Boundaries
     from ``oldest`` (start of the oldest slice inside retention) to ``newest`` (end of the
     slice holding now) have data; a window reaching outside them, or a time after ``now``
-    (plus ``GRACE``), has no sample."""
+    (plus ``GRACE``), has no sample.
+
+    ``partial`` (the simPod targets: a point per slice, dated by its start, evaluated at its
+    end): a time after now still reads, a window holding now counts what it holds so far, and
+    ``rate`` over one slice (``x[0]``) divides the unfinished slice by its elapsed seconds: a
+    panel's last point shows no dip."""
 
     times: tuple[float, ...]
     precision: int
@@ -36,16 +41,20 @@ class Grid:
     oldest: int
     newest: int
     now: float = math.inf
+    partial: bool = False
+    point: int = 0  # the span of a window written without a range (x[0]): a point's slices
 
     def boundary(self, t: float, offset: float) -> int:
         return boundary(t - offset, self.precision)
 
     def window(self, span: float) -> int:
-        return window(span, self.precision)
+        return window(span or self.point, self.precision)
 
     def read_at(self, t: float, offset: float) -> int | None:
         """The boundary a time reads, or None when it lies after now."""
-        return None if t - offset > self.now + GRACE else self.boundary(t, offset)
+        if t - offset > self.now + GRACE and not self.partial:
+            return None
+        return self.boundary(t, offset)
 
 
 GRACE = 1.0

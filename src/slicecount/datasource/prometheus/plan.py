@@ -37,15 +37,17 @@ class Need:
     distinct: bool = False
 
 
-def needs(node: Node) -> list[Need]:
-    """Every selector of a tree with its window."""
+def needs(node: Node, point: float = 0.0) -> list[Need]:
+    """Every selector of a tree with its window (``point`` for one written without a range,
+    ``x[0]``: the simPod targets' window of a point's slices)."""
     out: list[Need] = []
     in_windows: set[int] = set()
     for item in walk(node):
         if isinstance(item, Call) and item.args and isinstance(item.args[0], MatrixSelector):
             window = item.args[0]
             in_windows.add(id(window.vector))
-            out.append(Need(window.vector, window.range, item.func in ABSOLUTE_FUNCTIONS))
+            span = window.range or point
+            out.append(Need(window.vector, span, item.func in ABSOLUTE_FUNCTIONS))
     for item in walk(node):
         if isinstance(item, VectorSelector) and id(item) not in in_windows:
             out.append(Need(item, 0.0, True))
@@ -84,11 +86,17 @@ def choose(
     step: float | None,
     now: float,
     max_slices: int,
+    among: Sequence[int] | None = None,
+    partial: bool = False,
 ) -> Choice:
-    """The precision (and its grid) for evaluating at ``times``."""
+    """The precision (and its grid) for evaluating at ``times``. ``among``: the precisions to
+    choose from (one pinned); ``partial``: the simPod targets' grid (``Grid.partial``), on the
+    coarsest precision dividing the step (each point reads its own slices, the fewest)."""
     start, end = times[0], times[-1]
     distinct = any(need.distinct for need in wanted)
     precisions = settings.unique_precisions if distinct else settings.precisions
+    if among is not None:
+        precisions = tuple(among)
     if not wanted:  # no selector (Grafana's 1+1 health check): no slice is read
         p = settings.precisions[0]
         newest = slice_start(now, p) + p
@@ -113,7 +121,8 @@ def choose(
         if dividing:
             # unique series: one slice per step beats a union (exact in exact mode); an
             # instant query reads the slice holding t, the finest
-            chosen = dividing[-1] if distinct and step is not None else dividing[0]
+            coarsest = (distinct or partial) and step is not None
+            chosen = dividing[-1] if coarsest else dividing[0]
             break
     if chosen is None and covering:
         chosen = covering[0]
@@ -157,6 +166,8 @@ def choose(
         oldest=oldest(p),
         newest=slice_start(now, p) + p,
         now=now,
+        partial=partial,
+        point=int(step or 0) if partial else 0,
     )
     return Choice(grid, tuple(dict.fromkeys(infos)))
 
