@@ -11,7 +11,7 @@ compute) waits its turn and is evaluated and encoded in a worker thread.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from itertools import accumulate
 
@@ -72,16 +72,31 @@ class _Plan:
         return (self.last - self.choice.grid.first) // self.choice.precision
 
     @property
+    def points(self) -> int:
+        """Points per series: the slices read, or for a simPod target its points (what
+        the answer carries) when there are more."""
+        if self.query.partial:
+            return max(self.slices, len(self.query.times))
+        return self.slices
+
+    @property
     def read(self) -> int:
-        return len(self.ids) * self.slices + self.unions.keys
+        return len(self.ids) * self.points + self.unions.keys
 
 
 Finish = Callable[[list[Answer], tuple[str, ...]], bytes]
 """Encodes the answers (with the catalogue's warnings) into the response body."""
 
 
-async def run(reader: Reader, queries: Sequence[Query], names: Listing, finish: Finish) -> bytes:
-    """Plan, discover, check, read, evaluate and encode ``queries``, in order."""
+async def run(
+    reader: Reader,
+    queries: Sequence[Query],
+    names: Listing,
+    finish: Finish,
+    alongside: Callable[[], Awaitable[None]] | None = None,
+) -> bytes:
+    """Plan, discover, check, read, evaluate and encode ``queries``, in order; ``alongside``
+    (a simPod request's annotations) runs with the reads, once the request is checked."""
     wanted = [needs(q.node, q.step or 0.0 if q.partial else 0.0) for q in queries]
     counters: Sequence[SeriesInfo] = ()
     distinct: Sequence[SeriesInfo] = ()
@@ -130,9 +145,9 @@ async def run(reader: Reader, queries: Sequence[Query], names: Listing, finish: 
         return finish(answers, catalogue.warnings)
 
     if work <= reader.limits.max_inline_points:
-        return compute(*await _read(reader, plans))
+        return compute(*await _read(reader, plans, alongside))
     async with reader.heavy():
-        counts, distinct_counts = await _read(reader, plans)
+        counts, distinct_counts = await _read(reader, plans, alongside)
         return await anyio.to_thread.run_sync(lambda: compute(counts, distinct_counts))
 
 
@@ -141,12 +156,14 @@ SeriesAt = dict[tuple[str, int, bool], list[SeriesInfo]]
 
 
 async def _discover(
-    reader: Reader, catalogue: Catalogue, planned: Sequence[tuple[uniques.Kinds, list[Need], Choice]]
+    reader: Reader,
+    catalogue: Catalogue,
+    planned: Sequence[tuple[uniques.Kinds, list[Need], Choice]],
 ) -> SeriesAt:
     """The series of every stored metric any query reads, each (metric, precision) asked
     once for the whole request."""
     wanted: dict[tuple[str, int, bool], None] = {}
-    for kinds, need, choice in planned:
+    for _, need, choice in planned:
         for n in need:
             for unique in (False, True) if n.distinct else (False,):
                 for name in catalogue.matching(n.selector, unique=unique):
@@ -183,9 +200,7 @@ def _plan(
     p = choice.precision
     found = {n.selector: _matched(catalogue, n.selector, False, p, series) for n in need}
     distinct = {s: _matched(catalogue, s, True, p, series) for s in kinds.distinct}
-    planned = uniques.plan(
-        choice.grid, query.step, distinct, unions(query.node, kinds.distinct)
-    )
+    planned = uniques.plan(choice.grid, query.step, distinct, unions(query.node, kinds.distinct))
     ids = list(dict.fromkeys(i for derived in found.values() for d in derived for i in d.parts))
     last = last_boundary(choice.grid, [n for n in need if not n.distinct])
     return _Plan(query, choice, found, distinct, planned, ids, last)
@@ -199,7 +214,8 @@ def _check(reader: Reader, plans: Sequence[_Plan]) -> None:
         if stored > limits.max_series:
             raise LimitExceeded(
                 f"the query matches {stored:,} stored series, more than {limits.max_series} "
-                f"series (max_series, the limit of {limits.max_series}): narrow it with label matchers or aggregate with sum by (...)"
+                f"series (max_series, the limit of {limits.max_series}): narrow it with label "
+                "matchers or aggregate with sum by (...)"
             )
     total = sum(plan.read for plan in plans)
     if total > limits.max_request_points:
@@ -210,7 +226,7 @@ def _check(reader: Reader, plans: Sequence[_Plan]) -> None:
         unique = f", {keys:,} slices of unique series" if keys else ""
         raise LimitExceeded(
             f"the query reads {total:,} points (series x points per series, summed over its "
-            f"targets; target {label!r}: {series:,} series x {biggest.slices:,} points at "
+            f"targets; target {label!r}: {series:,} series x {biggest.points:,} points at "
             f"precision {biggest.choice.precision} s{unique}), more than the work budget "
             f"max_request_points = {limits.max_request_points:,}: shorten the range, pick a "
             "coarser precision or match fewer series"
@@ -222,7 +238,7 @@ def _read_key(plan: _Plan) -> tuple[int, int, int]:
 
 
 async def _read(
-    reader: Reader, plans: Sequence[_Plan]
+    reader: Reader, plans: Sequence[_Plan], alongside: Callable[[], Awaitable[None]] | None
 ) -> tuple[dict[tuple[int, int, int], dict[str, list[int | None]]], list[list[int]]]:
     """The slices of every query, one read per (precision, first, last) for all of them, and
     the unions each counts, concurrently."""
@@ -238,7 +254,8 @@ async def _read(
         asyncio.ensure_future(reader.count_unions(plan.choice.precision, plan.unions.groups))
         for plan in plans
     ]
-    await all_done([*reads.values(), *counted])
+    also = [asyncio.ensure_future(alongside())] if alongside is not None else []
+    await all_done([*reads.values(), *counted, *also])
     return {key: task.result() for key, task in reads.items()}, [c.result() for c in counted]
 
 

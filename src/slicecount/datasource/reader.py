@@ -1,9 +1,9 @@
 """The datasource's one link to Redis: discovery (cached) and slice reads, through the AsyncStore.
 
 The Reader owns what every endpoint shares: the store (and its settings), the limits, the clock,
-the discovery cache and the turns of heavy requests. A planned /query takes two concurrent
-rounds: ``discover`` the series of every target, then (once the work is checked) ``read`` every
-slice group and annotation query, in chunks so that no reply holds the event loop for long.
+the discovery cache and the turns of heavy requests. A query (``execute``) takes two concurrent
+rounds: the series of every selector, then (once the work is checked) their slices and unions,
+in chunks so that no reply holds the event loop for long.
 """
 
 from __future__ import annotations
@@ -12,23 +12,11 @@ import asyncio
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from slicecount.config import Settings
 from slicecount.datasource.discovery import SeriesInfo
-from slicecount.datasource.evaluate import Timeline
 from slicecount.datasource.limits import Limits
-from slicecount.datasource.plan import (
-    AnnotationQuery,
-    Chosen,
-    MetricAt,
-    QueryPlan,
-    SeriesQuery,
-    choose_series,
-    group_reads,
-    metrics_to_discover,
-)
 from slicecount.histogram import BUCKET_SUFFIX
 from slicecount.series import parse
 from slicecount.store_async import AsyncStore
@@ -51,14 +39,6 @@ _MAX_PARSED = 100_000
 _MAX_CACHED = 10_000
 
 T = TypeVar("T")
-
-
-@dataclass(frozen=True)
-class Loaded:
-    """What Redis answered for a plan: counts by timeline and series id, annotations by query."""
-
-    counts: dict[Timeline, dict[str, list[int | None]]]
-    annotations: dict[AnnotationQuery, list[dict[str, Any]]]
 
 
 class Turns:
@@ -204,38 +184,6 @@ class Reader:
     ) -> list[dict[str, Any]]:
         """Annotations from ``start`` to ``end`` having all ``tags``, at most ANNOTATION_LIMIT."""
         return await self.store.annotations(start, end, tags, ANNOTATION_LIMIT)
-
-    # -- /query -----------------------------------------------------------------------------
-
-    async def discover(self, plan: QueryPlan) -> dict[SeriesQuery, Chosen]:
-        """The series each target reads, every (metric, precision) discovered concurrently;
-        LimitExceeded past the series limit, before anything is read."""
-        queries = plan.series_queries
-        wanted = metrics_to_discover(queries)
-        found = [asyncio.ensure_future(self.series_of(name, p)) for name, p in wanted]
-        await all_done(found)
-        discovered: dict[MetricAt, list[SeriesInfo]] = {
-            key: task.result() for key, task in zip(wanted, found, strict=True)
-        }
-        return {query: choose_series(query, discovered, self.limits) for query in queries}
-
-    async def read(self, plan: QueryPlan, chosen: dict[SeriesQuery, Chosen]) -> Loaded:
-        """The slices of every chosen series, one read per (precision, slices) split into
-        chunks of READ_CHUNK_POINTS, and the annotations, concurrently."""
-        gate = asyncio.Semaphore(READS_IN_FLIGHT)
-        reads = {
-            slices: self._start_reads(
-                ids, slices.precision, slices.starts[0], slices.starts[-1], gate
-            )
-            for slices, ids in group_reads(chosen.items()).items()
-        }
-        notes = {
-            query: asyncio.ensure_future(self.annotations(plan.start, plan.end, query.tags))
-            for query in plan.annotation_queries
-        }
-        await all_done([*(t for tasks in reads.values() for t in tasks), *notes.values()])
-        counts = {slices: _merged(tasks) for slices, tasks in reads.items()}
-        return Loaded(counts, {query: task.result() for query, task in notes.items()})
 
     async def read_slices(
         self, ids: Sequence[str], precision: int, first: int, last: int

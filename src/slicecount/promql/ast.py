@@ -74,7 +74,8 @@ class Matcher:
                 number = float(value)
             except ValueError:
                 return False
-            return number < self.regex if op == "<" else number > self.regex
+            bound: float = self.regex
+            return number < bound if op == "<" else number > bound
         found = self.regex.fullmatch(value) is not None
         return found if op == "=~" else not found
 

@@ -238,7 +238,7 @@ def _sample_values(totals: Sequence[int], b: int, a: int) -> Sequence[int]:
 
 def _increase(t: Sequence[int], ws: Windows, span: int, p: int, k: float) -> list[float]:
     if k == 1.0:  # counts stay ints: the simPod frames write them without a conversion
-        return [t[a] - t[b] for b, a in ws]  # type: ignore[misc]
+        return [t[a] - t[b] for b, a in ws]  # ints are floats to mypy
     return [(t[a] - t[b]) * k for b, a in ws]
 
 
@@ -249,8 +249,7 @@ def _elapsed_rate(grid: Grid) -> WindowFunction:
 
     def rate(t: Sequence[int], ws: Windows, span: int, p: int, k: float) -> list[float]:
         return [
-            (t[a] - t[b]) * k / max(min(now, first + a * p) - (first + b * p), 1.0)
-            for b, a in ws
+            (t[a] - t[b]) * k / max(min(now, first + a * p) - (first + b * p), 1.0) for b, a in ws
         ]
 
     return rate

@@ -2,7 +2,8 @@
 
 Each expression goes through the loop both surfaces share (``execute``): planned, its
 series discovered and checked against the limits before any slice is read, then read once
-per stored series and evaluated. No HTTP framework here: ``app`` routes the requests and maps errors to Prometheus' envelopes.
+per stored series and evaluated. No HTTP framework here: ``app`` routes the requests and
+maps errors to Prometheus' envelopes.
 """
 
 from __future__ import annotations

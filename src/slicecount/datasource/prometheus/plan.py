@@ -9,10 +9,12 @@ step first: each point is then one slice (exact in exact mode), not a union of s
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from slicecount.config import Settings
+from slicecount.errors import QueryError
 from slicecount.promql.ast import Call, MatrixSelector, Node, VectorSelector, walk
 from slicecount.promql.durations import format_duration
 from slicecount.promql.values import Grid, boundary, window
@@ -197,3 +199,33 @@ def evaluation_times(
     first, last, every = (round(x * 1000) for x in (start, end, step))
     count = (last - first) // every + 1
     return [(first + k * every) / 1000 for k in range(min(count, limit or count))]
+
+
+def panel_step(
+    settings: Settings,
+    start: float,
+    now: float,
+    wanted: float,
+    unique: bool,
+    pinned: int | None,
+) -> tuple[int, tuple[int, ...] | None]:
+    """The step of a simPod panel (a point per step, at least ``wanted`` seconds: Grafana's
+    interval) and the precisions it may be read at (None: ``choose`` picks among those that
+    divide it). Counters: the finest precision covering ``start`` at least as wide, each point
+    one slice. Unique series: a multiple of the coarsest unique precision covering ``start``
+    that fits in it, each point the union of its slices."""
+    kept = settings.unique_precisions if unique else settings.precisions
+    if pinned is not None:
+        if unique and pinned not in kept:
+            raise QueryError(
+                f"unique counts are kept at precisions {kept}, not {pinned} s: pin one of them "
+                "or let the precision be chosen"
+            )
+        return settings.check_precision(pinned), (pinned,)
+    covering = [p for p in kept if oldest_kept(p, settings.retention_for(p), now) <= start]
+    if unique:
+        fitting = [p for p in covering if p <= wanted]
+        p = fitting[-1] if fitting else covering[0] if covering else kept[-1]
+        return max(1, math.ceil(wanted / p)) * p, None
+    p = next((p for p in covering if p >= wanted), covering[-1] if covering else kept[-1])
+    return p, (p,)
