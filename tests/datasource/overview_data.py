@@ -5,8 +5,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from slicecount.datasource.evaluate import quantile
 from slicecount.histogram import parse_bound
+from slicecount.promql.functions import bucket_quantile
 from slicecount.store import Store
 
 STEP = 10
@@ -86,7 +86,8 @@ def expected_rows(now: int, seconds: float) -> list[Row]:
         for status, n in counts.items():
             buckets[r.bucket[status]] = buckets.get(r.bucket[status], 0) + n
         bounds = sorted(buckets, key=parse_bound)
-        p95 = quantile(0.95, [parse_bound(b) for b in bounds], [buckets[b] for b in bounds])
-        assert p95 is not None and not math.isnan(p95)
+        cumulative = [sum(buckets[b] for b in bounds[: i + 1]) for i in range(len(bounds))]
+        p95 = bucket_quantile(0.95, list(zip(map(parse_bound, bounds), cumulative, strict=True)))
+        assert not math.isnan(p95)
         rows.append(Row(route, total, total / seconds, errors / total, float(p95)))
     return sorted(rows, key=lambda row: -row.requests)

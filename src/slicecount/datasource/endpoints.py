@@ -74,6 +74,7 @@ async def query(reader: Reader, body: Body) -> Rendered:
         await all_done(tasks)
         for (i, _), task in zip(asked, tasks, strict=True):
             notes[i] = task.result()
+
     queries = [q for _, q in order if isinstance(q, Query)]
 
     def finish(answers: list[Answer], warnings: tuple[str, ...]) -> bytes:

@@ -111,10 +111,9 @@ def parse(text: str) -> Node:
     parser = _Parser(text)
     node = parser.expression(0)
     parser.expect("end")
-    node = broadcast(node)
     if len(walk(node)) > 10_000 or depth(node) > promql.MAX_DEPTH + 2:
         raise QueryError(f"query nests more than {promql.MAX_DEPTH} levels deep")
-    return node
+    return conveniences(node)  # recursive: after the depth is known to be bounded
 
 
 def one_slice(node: Node) -> MatrixSelector | None:
@@ -292,20 +291,22 @@ class _Parser(promql._Parser):
             if window is None:
                 raise self.error(f"{token.text}() needs a metric or a range such as x[5m]", token)
             args[0] = window
-        if token.text == "histogram_quantile" and len(args) == 2:
-            args[1] = buckets(args[1])
         with self.typed(token):
             return typecheck.call(token.text, args)
 
 
-def broadcast(node: Node) -> Node:
-    """The tree with every lone unlabelled series applied to each series of the other side."""
+def conveniences(node: Node) -> Node:
+    """The tree with ``le`` kept under every histogram_quantile, and every lone unlabelled
+    series applied to each series of the other side."""
     if isinstance(node, Binary):
-        return _broadcast(replace(node, lhs=broadcast(node.lhs), rhs=broadcast(node.rhs)))
+        return _broadcast(replace(node, lhs=conveniences(node.lhs), rhs=conveniences(node.rhs)))
     if isinstance(node, Call):
-        return replace(node, args=tuple(broadcast(arg) for arg in node.args))
+        args = [conveniences(arg) for arg in node.args]
+        if node.func == "histogram_quantile":
+            args[1] = buckets(args[1])
+        return replace(node, args=tuple(args))
     if isinstance(node, Aggregate | Unary):
-        return replace(node, expr=broadcast(node.expr))
+        return replace(node, expr=conveniences(node.expr))
     return node
 
 
