@@ -6,7 +6,6 @@ import math
 from dataclasses import dataclass
 
 from slicecount.histogram import parse_bound
-from slicecount.promql.functions import bucket_quantile
 from slicecount.store import Store
 
 STEP = 10
@@ -86,8 +85,27 @@ def expected_rows(now: int, seconds: float) -> list[Row]:
         for status, n in counts.items():
             buckets[r.bucket[status]] = buckets.get(r.bucket[status], 0) + n
         bounds = sorted(buckets, key=parse_bound)
-        cumulative = [sum(buckets[b] for b in bounds[: i + 1]) for i in range(len(bounds))]
-        p95 = bucket_quantile(0.95, list(zip(map(parse_bound, bounds), cumulative, strict=True)))
-        assert not math.isnan(p95)
+        p95 = quantile(0.95, [parse_bound(b) for b in bounds], [buckets[b] for b in bounds])
+        assert p95 is not None and not math.isnan(p95)
         rows.append(Row(route, total, total / seconds, errors / total, float(p95)))
     return sorted(rows, key=lambda row: -row.requests)
+
+
+def quantile(q: float, bounds: list[float], counts: list[int]) -> float | None:
+    """routes.js' estimate from non-cumulative bucket counts (the page sums a route's buckets
+    over the range): linear inside the bucket holding rank q, 0 below the first bucket, the
+    highest finite bound for +Inf."""
+    total = sum(counts)
+    if not total > 0:
+        return None
+    rank = q * total
+    cumulative, lower = 0.0, 0.0
+    for bound, count in zip(bounds, counts, strict=True):
+        if count > 0 and cumulative + count >= rank:
+            if math.isinf(bound):
+                return lower
+            return lower + (bound - lower) * (rank - cumulative) / count
+        cumulative += count
+        if not math.isinf(bound):
+            lower = bound
+    return lower
