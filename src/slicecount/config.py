@@ -153,6 +153,8 @@ class Settings:
     """Put before every key (``P`` in the key layout), so that several apps share a Redis."""
     precisions: tuple[int, ...] = DEFAULT_PRECISIONS
     retention: Mapping[int, int] | int | str = DEFAULT_RETENTION
+    """Slices kept per precision: ``120``, or some precisions apart, ``1=300,60=1440`` (the
+    others keep 120); below 128 a hash stays in Redis's compact listpack encoding."""
     flush_interval: float = DEFAULT_FLUSH_INTERVAL
     token: str | None = None
     """The datasource's bearer token (or basic-auth password); none: it answers anyone."""
