@@ -147,13 +147,19 @@ class Settings:
     """Every knob of slicecount. Values given as strings (environment, CLI) are parsed too."""
 
     redis_url: str = DEFAULT_REDIS_URL
+    """Where Redis is: ``redis://``, ``rediss://`` (TLS), ``unix://``, ``redis+sentinel://``,
+    ``redis+cluster://``, and ``rediss+`` of the last two; a password in the URL."""
     prefix: str = ""
+    """Put before every key (``P`` in the key layout), so that several apps share a Redis."""
     precisions: tuple[int, ...] = DEFAULT_PRECISIONS
     retention: Mapping[int, int] | int | str = DEFAULT_RETENTION
+    """Slices kept per precision: ``120``, or some precisions apart, ``1=300,60=1440`` (the
+    others keep 120); below 128 a hash stays in Redis's compact listpack encoding."""
     flush_interval: float = DEFAULT_FLUSH_INTERVAL
     token: str | None = None
+    """The datasource's bearer token (or basic-auth password); none: it answers anyone."""
     shards: int = 0
-    """Registry and key shards (hash tags); 0 picks: 1 on one server, CLUSTER_SHARDS on a
+    """Registry and key shards (hash tags); 0 picks: 1 on one server, ``CLUSTER_SHARDS`` (64) on a
     Redis Cluster (where every transaction must lie in one slot)."""
     max_pending: int = DEFAULT_MAX_PENDING
     max_series_per_metric: int = DEFAULT_MAX_SERIES_PER_METRIC
