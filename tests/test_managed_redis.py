@@ -95,7 +95,7 @@ def test_write_read_clean_and_throttle_as_a_restricted_user(managed_url: str) ->
 
     three = parse_limits("3/minute")
     for options in ({}, {"strategy": "sliding"}, {"local_quota": 2}):
-        with Limiter(settings, deadline=2.0, **options) as limiter:  # type: ignore[arg-type]
+        with Limiter(settings, deadline=2.0, **options) as limiter:
             verdicts = [limiter.check(three, f"client-{options}") for _ in range(4)]
             assert [v.status for v in verdicts] == [None, None, None, 429], options
 
