@@ -16,6 +16,7 @@ import click
 from slicecount.config import Settings
 from slicecount.errors import SlicecountError
 from slicecount.store import Store
+from slicecount.topology import redact
 
 
 @click.group()
@@ -78,7 +79,9 @@ def datasource(settings: Settings, host: str, port: int, workers: int) -> None:
     from slicecount.datasource.app import create_app
     from slicecount.datasource.limits import Limits
 
-    click.echo(f"slicecount datasource on http://{host}:{port}/ reading {settings.redis_url}")
+    click.echo(
+        f"slicecount datasource on http://{host}:{port}/ reading {redact(settings.redis_url)}"
+    )
     if workers > 1:  # uvicorn needs an import string to start several processes
         uvicorn.run(
             "slicecount.datasource.app:from_env", factory=True, host=host, port=port,

@@ -10,7 +10,7 @@ from types import MappingProxyType
 from typing import Any
 
 from slicecount.errors import ConfigurationError
-from slicecount.topology import parse_url
+from slicecount.topology import REDACTED, parse_url, redact
 
 DEFAULT_REDIS_URL = "redis://localhost:6379/0"
 """Where Redis is when nothing says otherwise."""
@@ -218,6 +218,15 @@ class Settings:
             raise ConfigurationError(f"token must be a string, got {type(self.token).__name__}")
         if self.token == "":
             set_(self, "token", None)
+
+    def __repr__(self) -> str:
+        """The dataclass's repr with the URL's passwords and the token redacted (a repr ends
+        up in logs and tracebacks)."""
+        shown = {f.name: getattr(self, f.name) for f in fields(self) if f.repr}
+        shown["redis_url"] = redact(self.redis_url)
+        if self.token is not None:
+            shown["token"] = REDACTED
+        return f"Settings({', '.join(f'{name}={value!r}' for name, value in shown.items())})"
 
     def retention_for(self, precision: int) -> int:
         """Slices kept at ``precision``."""

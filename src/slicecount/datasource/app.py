@@ -62,7 +62,7 @@ def _endpoint(reader: Reader, handler: Handler) -> Callable[[Request], Awaitable
             return JSON({"message": str(exc)}, status_code=400)
         except StoreError as exc:
             logger.warning("redis unavailable: %s", exc)
-            return JSON({"message": f"redis unavailable: {exc}"}, status_code=503)
+            return JSON({"message": f"redis unavailable: {exc.failure}"}, status_code=503)
         except Exception as exc:  # a bug: answered here, so the connection stays open
             logger.exception("datasource failed on %s", request.url.path)
             return JSON({"message": f"internal error: {type(exc).__name__}"}, status_code=500)

@@ -64,7 +64,7 @@ async def answer(
         return respond(*results.error("bad_data", str(exc)))
     except StoreError as exc:
         logger.warning("redis unavailable: %s", exc)
-        return respond(*results.error("unavailable", f"redis unavailable: {exc}"))
+        return respond(*results.error("unavailable", f"redis unavailable: {exc.failure}"))
     except Exception as exc:  # a bug: answered here, so the connection stays open
         logger.exception("prometheus api failed on %s", request.url.path)
         return respond(*results.error("internal", f"internal error: {type(exc).__name__}"))
