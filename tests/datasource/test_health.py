@@ -168,3 +168,15 @@ def test_from_env_without_a_token_warns_that_it_is_open(
     with TestClient(from_env()) as client:
         assert client.get("/", headers=GRAFANA).status_code == 401
     assert not [r for r in caplog.records if "no token" in r.getMessage()]
+
+
+def test_grafana_prometheus_health_check_pings_redis(
+    secured: TestClient, server: EmbeddedRedis
+) -> None:
+    probe = "/api/v1/query?query=1%2B1&time=4"  # what Grafana's Prometheus "Save & test" asks
+    assert secured.get(probe, headers=WRONG).json()["errorType"] == "unauthorized"
+    healthy = secured.get(probe, headers=TOKEN)
+    assert healthy.status_code == 200 and healthy.json()["data"]["result"] == [4, "2"]
+    server.stop()
+    down = secured.get(probe, headers=TOKEN)
+    assert down.status_code == 503 and down.json()["errorType"] == "unavailable"
