@@ -74,7 +74,7 @@ def make_case(name: str, request: pytest.FixtureRequest) -> Case:
 
 
 def settings_of(case: Case) -> Settings:
-    return Settings(redis_url=case.url, socket_timeout=1.0, token=None)
+    return Settings(redis_url=case.url, socket_timeout=5.0, token=None)
 
 
 def test_the_datasource_names_the_failure_never_the_password(
