@@ -47,7 +47,7 @@ HISTORY, FINE = 7200, 600  # seconds written; the last FINE also at precisions 1
 STEP, SEL = 15, '{route=~".*",method=~".*"}'
 RATE = f"rate(http_requests_total{SEL}[1m0s])"
 QUANTILE = (
-    "histogram_quantile({q}, sum by (le, {by}) (rate(http_request_duration_bucket{s}[1m0s])))"
+    "histogram_quantile({q}, sum by (le, {by}) (rate(http_request_duration_seconds_bucket{s}[1m0s])))"
 )
 DASHBOARD = [  # (path, query): the "HTTP overview (Prometheus)" panels, and more of the kind
     ("query_range", f"sum by (status) ({RATE})"),
@@ -58,8 +58,8 @@ DASHBOARD = [  # (path, query): the "HTTP overview (Prometheus)" panels, and mor
     ("query_range", f"sum by (route) (increase(http_requests_total{SEL}[1m0s]))"),
     ("query_range", f"topk(5, sum by (route) ({RATE}))"),
     ("query_range", f"sum by (method) ({RATE})"),
-    ("query_range", "sum(rate(http_request_duration_sum[1m0s])) / "
-                    "sum(rate(http_request_duration_count[1m0s]))"),
+    ("query_range", "sum(rate(http_request_duration_seconds_sum[1m0s])) / "
+                    "sum(rate(http_request_duration_seconds_count[1m0s]))"),
     ("query_range", 'sum by (route) (rate(http_requests_total{status=~"5.."}[1m0s])) / '
                     "sum by (route) (rate(http_requests_total[1m0s]))"),
     ("query_range", QUANTILE.format(q="0.95", by="method", s="")),
