@@ -248,6 +248,13 @@ def test_other_method_is_405_unknown_path_404(prom: TestClient) -> None:
         ("/api/v1/query_range", [("query", '"s"'), ("start", "0"), ("end", "1"), ("step", "1")],
          "string"),
         ("/api/v1/label/not-a-label/values", [], "invalid label name"),
+        # a slicecount name as stored: the Prometheus name is suggested
+        ("/api/v1/query", [("query", "rate(http.requests[1m])")],
+         "unexpected character '.' in 'http.requests' (PromQL writes '.' as '_'): did you mean "
+         "http_requests_total?"),
+        ("/api/v1/query", [("query", "rate(http.request.duration.bucket[1m])")],
+         "did you mean http_request_duration_seconds_bucket?"),
+        ("/api/v1/series", [("match[]", "db.queries")], "did you mean db_queries_total?"),
     ],
 )  # fmt: skip
 def test_bad_data(prom: TestClient, path: str, params: list[tuple[str, str]], needle: str) -> None:

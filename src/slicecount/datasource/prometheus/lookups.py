@@ -11,11 +11,10 @@ from typing import Any
 from slicecount import __version__
 from slicecount.datasource.discovery import SeriesInfo
 from slicecount.datasource.prometheus import results
-from slicecount.datasource.prometheus.names import Catalogue, derive, family
+from slicecount.datasource.prometheus.names import Catalogue, derive, family, parse_promql
 from slicecount.datasource.prometheus.params import BadData, Params
 from slicecount.datasource.reader import Reader
 from slicecount.promql.ast import VectorSelector
-from slicecount.promql.parser import parse
 
 PROMETHEUS_VERSION = "2.53.0"
 """The API version announced by buildinfo: Grafana enables its features by version (>= 2.24
@@ -42,7 +41,7 @@ async def _exposed_series(reader: Reader, params: Params) -> list[dict[str, str]
 
 
 def _selector(text: str) -> VectorSelector:
-    node = parse(text)
+    node = parse_promql(text)
     if not isinstance(node, VectorSelector):
         raise BadData(f"invalid parameter 'match[]': {text[:80]!r} is not a series selector")
     return node

@@ -24,8 +24,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from slicecount.errors import QueryError
 from slicecount.histogram import BUCKET_SUFFIX, LE_LABEL, MICRO, SUM_SUFFIX, parse_bound
-from slicecount.promql.ast import NAME_LABEL, VectorSelector
+from slicecount.promql.ast import NAME_LABEL, Node, VectorSelector
+from slicecount.promql.lexer import DottedName
+from slicecount.promql.parser import parse
 
 Kind = Literal["counter", "bucket", "count", "sum", "unique"]
 _ILLEGAL = re.compile(r"[^A-Za-z0-9_:]")
@@ -65,6 +68,25 @@ def deprecated(stored: str) -> list[tuple[str, Kind]]:
             base = legacy(stored[: -len(suffix)])
             return [(f"{base}_{kind}", kind) for kind in parts]
     return []
+
+
+def suggest(stored: str) -> str:
+    """What to write in PromQL for a name written as stored: ``http.requests`` ->
+    ``http_requests_total``, a duration histogram -> its ``_seconds_bucket`` (and kin)."""
+    if stored.endswith((BUCKET_SUFFIX, SUM_SUFFIX)):
+        return exposed(stored)[0][0]
+    if _DURATION.search(stored):  # a histogram's base name
+        base = histogram_base(stored)
+        return f"{base}_bucket (or {base}_sum, {base}_count)"
+    return exposed(stored)[0][0]
+
+
+def parse_promql(text: str) -> Node:
+    """``parse(text)``, but a name written with dots is answered with its Prometheus name."""
+    try:
+        return parse(text)
+    except DottedName as exc:
+        raise QueryError(f"{exc}: did you mean {suggest(exc.name)}?") from None
 
 
 def family(name: str, kind: Kind) -> str:
