@@ -9,6 +9,7 @@ from dataclasses import dataclass, field, fields, replace
 from types import MappingProxyType
 from typing import Any
 
+from slicecount.environment import ENV_PREFIX, warn_unknown
 from slicecount.errors import ConfigurationError
 from slicecount.topology import parse_url
 
@@ -40,7 +41,6 @@ DEFAULT_THROTTLE_DEADLINE = 0.005
 """Seconds a rate-limit check waits on Redis (a few ms: a request must not wait longer)."""
 
 
-ENV_PREFIX = "SLICECOUNT_"
 CLUSTER_SHARDS = 64
 """Shards on a Redis Cluster by default: the slots of the tags {0}..{63} fall 21/22/21 over the
 three masters of redis-cli's even layout (12 shards fall 4/5/3), and reads stay cheap (one
@@ -239,6 +239,7 @@ class Settings:
             raise ConfigurationError(
                 f"unknown setting(s) {sorted(unknown)}; known: {sorted(known)}"
             )
+        warn_unknown(env, known)
         values: dict[str, Any] = {}
         for name in known:
             raw = env.get(ENV_PREFIX + name.upper())
@@ -258,3 +259,4 @@ class Settings:
             kept = set(parse_precisions(changes["precisions"]))
             changes["unique_precisions"] = tuple(p for p in self.unique_precisions if p in kept)
         return replace(self, **changes)
+

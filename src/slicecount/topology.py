@@ -47,6 +47,12 @@ class Topology:
 
 def parse_url(url: str) -> Topology:
     """The topology of ``url``; ConfigurationError naming the URL and what is wrong."""
+    if "://" not in url:  # "localhost:6379" parses as scheme "localhost"
+        example = "unix://" + url if url.startswith("/") else "redis://" + url
+        raise ConfigurationError(
+            f"redis URL {url!r} has no scheme: write e.g. {example} "
+            f"(one of {', '.join(s + '://' for s in SCHEMES)})"
+        )
     parts = urlsplit(url)
     if parts.scheme not in SCHEMES:
         raise ConfigurationError(
