@@ -259,4 +259,3 @@ class Settings:
             kept = set(parse_precisions(changes["precisions"]))
             changes["unique_precisions"] = tuple(p for p in self.unique_precisions if p in kept)
         return replace(self, **changes)
-
