@@ -30,6 +30,9 @@ DEFAULT_MAX_METRICS = 1000
 DEFAULT_MAX_FUTURE = 300.0
 """Seconds a count's time may lie ahead of the clock (hosts' clocks disagree a little); a time
 further ahead is refused, so no far-future slice can outlive retention."""
+DEFAULT_CLOSE_TIMEOUT = 5.0
+"""Seconds a Recorder keeps trying to write its last counts when it closes (at exit too): well
+inside gunicorn's graceful timeout (30 s) and Kubernetes' grace period (30 s)."""
 DEFAULT_SOCKET_TIMEOUT = 5.0
 """Seconds a Redis call may take before it counts as failed (the flusher retries later)."""
 UNIQUE_MIN_PRECISION = 60
@@ -151,6 +154,9 @@ class Settings:
     precisions: tuple[int, ...] = DEFAULT_PRECISIONS
     retention: Mapping[int, int] | int | str = DEFAULT_RETENTION
     flush_interval: float = DEFAULT_FLUSH_INTERVAL
+    close_timeout: float = DEFAULT_CLOSE_TIMEOUT
+    """Seconds ``Recorder.close()`` (and the exit of the process) keeps trying to write what
+    is buffered; what is still unwritten then is logged as lost."""
     token: str | None = None
     shards: int = 0
     """Registry and key shards (hash tags); 0 picks: 1 on one server, CLUSTER_SHARDS on a
@@ -185,6 +191,7 @@ class Settings:
         set_(self, "retention", values.pop() if len(values) == 1 else retention)
         set_(self, "flush_interval", _float("flush_interval", self.flush_interval))
         set_(self, "socket_timeout", _float("socket_timeout", self.socket_timeout))
+        set_(self, "close_timeout", _float("close_timeout", self.close_timeout))
         set_(self, "throttle_deadline", _float("throttle_deadline", self.throttle_deadline))
         if self.throttle_strategy not in ("fixed", "sliding"):
             raise ConfigurationError(
