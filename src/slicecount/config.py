@@ -9,7 +9,8 @@ from dataclasses import dataclass, field, fields, replace
 from types import MappingProxyType
 from typing import Any
 
-from slicecount.environment import ENV_PREFIX, warn_unknown
+from slicecount.environment import ENV_PREFIX as ENV_PREFIX  # (re-exported: it was here)
+from slicecount.environment import warn_unknown
 from slicecount.errors import ConfigurationError
 from slicecount.topology import parse_url
 
