@@ -1,7 +1,7 @@
 """Route templates of requests that Starlette or FastAPI routed.
 
 Starlette's router leaves the matched route in ``scope["route"]``; its ``path`` is the template
-(``/users/{id}``). FastAPI from 0.13x keeps included routers whole (``_IncludedRouter``) and
+(``/users/{id}``). Recent FastAPI (0.165 here) keeps included routers whole (``_IncludedRouter``) and
 leaves the route's own path there, without the prefixes of the routers it was included by:
 the full template is its ``scope["fastapi"]["effective_route_context"].path_format``. Behind
 a ``Mount`` the inner router overwrites these keys, so the mount templates are found again by
