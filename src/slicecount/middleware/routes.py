@@ -1,9 +1,10 @@
 """Route templates of requests that Starlette or FastAPI routed.
 
 Starlette's router leaves the matched route in ``scope["route"]``; its ``path`` is the template
-(``/users/{id}``). Recent FastAPI (0.165 here) keeps included routers whole (``_IncludedRouter``) and
-leaves the route's own path there, without the prefixes of the routers it was included by:
-the full template is its ``scope["fastapi"]["effective_route_context"].path_format``. Behind
+(``/users/{id}``). Recent FastAPI (0.165 here) keeps included routers whole
+(``_IncludedRouter``) and leaves the route's own path there, without the prefixes of the
+routers it was included by: the full template is its
+``scope["fastapi"]["effective_route_context"].path_format``. Behind
 a ``Mount`` the inner router overwrites these keys, so the mount templates are found again by
 walking the app's routes. Only duck typing here: no import of Starlette unless a mount or an
 older version without ``scope["route"]`` needs the walk.
