@@ -149,3 +149,36 @@ def test_prometheus_names_the_duration_histogram_in_seconds(
         le = 'sum(http_request_duration_seconds_bucket{le="+Inf"})'
         assert _value(prom, le) == counted
         assert 0 < _value(prom, "sum(http_request_duration_seconds_sum)") < counted * 10
+
+
+def test_the_example_app_counts_its_routes_and_events(
+    store: Store, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from slicecount import default
+    from slicecount.examples.fastapi_app import create_app
+
+    monkeypatch.setenv("SLICECOUNT_REDIS_URL", settings.redis_url)
+    previous, default._recorder = default._recorder, None  # the example counts by the default
+    try:
+        with TestClient(create_app()) as client:
+            assert client.get("/items/3").json() == {"id": 3}
+            assert client.get("/items/2000").status_code == 404
+            assert client.post("/items").status_code == 201
+            assert client.get("/v2/items/4").status_code == 200
+            assert client.get("/health").status_code == 200  # excluded
+            searches = [client.get("/search").status_code for _ in range(12)]
+        # (the lifespan's shutdown wrote the counts)
+    finally:
+        if default._recorder is not None:
+            default._recorder.close(timeout=5)
+        default._recorder = previous
+    # (its limit counts in the process-wide Limiter, made by whichever test came first: the
+    # decorator's throttling is tested above with a Limiter of its own)
+    assert searches[0] == 200 and set(searches) <= {200, 429}
+    assert by_label(store, "http.requests", "route") == {
+        "/items/{item_id}": 2,
+        "/items": 1,
+        "/v2/items/{item_id}": 1,
+        "/search": 12,
+    }
+    assert total(store, "items.created") == 1
