@@ -9,6 +9,8 @@ from dataclasses import dataclass, field, fields, replace
 from types import MappingProxyType
 from typing import Any
 
+from slicecount.environment import ENV_PREFIX as ENV_PREFIX  # (re-exported: it was here)
+from slicecount.environment import warn_unknown
 from slicecount.errors import ConfigurationError
 from slicecount.topology import REDACTED, parse_url, redact
 
@@ -29,6 +31,9 @@ DEFAULT_MAX_METRICS = 1000
 DEFAULT_MAX_FUTURE = 300.0
 """Seconds a count's time may lie ahead of the clock (hosts' clocks disagree a little); a time
 further ahead is refused, so no far-future slice can outlive retention."""
+DEFAULT_CLOSE_TIMEOUT = 5.0
+"""Seconds a Recorder keeps trying to write its last counts when it closes (at exit too): well
+inside gunicorn's graceful timeout (30 s) and Kubernetes' grace period (30 s)."""
 DEFAULT_SOCKET_TIMEOUT = 5.0
 """Seconds a Redis call may take before it counts as failed (the flusher retries later)."""
 UNIQUE_MIN_PRECISION = 60
@@ -40,7 +45,6 @@ DEFAULT_THROTTLE_DEADLINE = 0.005
 """Seconds a rate-limit check waits on Redis (a few ms: a request must not wait longer)."""
 
 
-ENV_PREFIX = "SLICECOUNT_"
 CLUSTER_SHARDS = 64
 """Shards on a Redis Cluster by default: the slots of the tags {0}..{63} fall 21/22/21 over the
 three masters of redis-cli's even layout (12 shards fall 4/5/3), and reads stay cheap (one
@@ -156,6 +160,9 @@ class Settings:
     """Slices kept per precision: ``120``, or some precisions apart, ``1=300,60=1440`` (the
     others keep 120); below 128 a hash stays in Redis's compact listpack encoding."""
     flush_interval: float = DEFAULT_FLUSH_INTERVAL
+    close_timeout: float = DEFAULT_CLOSE_TIMEOUT
+    """Seconds ``Recorder.close()`` (and the exit of the process) keeps trying to write what
+    is buffered; what is still unwritten then is logged as lost."""
     token: str | None = None
     """The datasource's bearer token (or basic-auth password); none: it answers anyone."""
     shards: int = 0
@@ -191,6 +198,7 @@ class Settings:
         set_(self, "retention", values.pop() if len(values) == 1 else retention)
         set_(self, "flush_interval", _float("flush_interval", self.flush_interval))
         set_(self, "socket_timeout", _float("socket_timeout", self.socket_timeout))
+        set_(self, "close_timeout", _float("close_timeout", self.close_timeout))
         set_(self, "throttle_deadline", _float("throttle_deadline", self.throttle_deadline))
         if self.throttle_strategy not in ("fixed", "sliding"):
             raise ConfigurationError(
@@ -254,6 +262,7 @@ class Settings:
             raise ConfigurationError(
                 f"unknown setting(s) {sorted(unknown)}; known: {sorted(known)}"
             )
+        warn_unknown(env, known)
         values: dict[str, Any] = {}
         for name in known:
             raw = env.get(ENV_PREFIX + name.upper())

@@ -54,6 +54,12 @@ class Topology:
 def parse_url(url: str) -> Topology:
     """The topology of ``url``; ConfigurationError naming the URL (redacted) and what is wrong."""
     shown = redact(url)
+    if "://" not in url:  # "localhost:6379" parses as scheme "localhost"
+        example = redact("unix://" + url if url.startswith("/") else "redis://" + url)
+        raise ConfigurationError(
+            f"redis URL {shown!r} has no scheme: write e.g. {example} "
+            f"(one of {', '.join(s + '://' for s in SCHEMES)})"
+        )
     try:
         parts = urlsplit(url)
     except ValueError as exc:  # an unclosed [IPv6 bracket
@@ -110,10 +116,10 @@ def _nodes(url: str, hosts: str, default_port: int) -> tuple[tuple[str, int], ..
         host, colon, port = item.strip().rpartition(":") if ":" in item else (item, "", "")
         host = host.strip("[]") or "127.0.0.1"
         if colon and not port.isdigit():
-            raise ConfigurationError(f"port must be a number, got {port!r} in {url!r}")
+            raise ConfigurationError(f"port must be a number, got {port!r} in {redact(url)!r}")
         nodes.append((host, int(port) if colon else default_port))
     if not hosts.strip():
-        raise ConfigurationError(f"no host in {url!r}: name at least one node")
+        raise ConfigurationError(f"no host in {redact(url)!r}: name at least one node")
     return tuple(nodes)
 
 

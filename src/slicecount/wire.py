@@ -160,7 +160,15 @@ def connect(settings: Settings, clients: Clients) -> Any:
         nodes, options = cluster_arguments(settings)
         seeds = [clients.node(host, port) for host, port in nodes]
         return clients.cluster(startup_nodes=seeds, **options)
-    return clients.plain.from_url(settings.redis_url, **client_options(settings))
+    try:
+        client = clients.plain.from_url(settings.redis_url, **client_options(settings))
+        pool = client.connection_pool
+        # what the first connection would refuse (an unknown option, a bad port), refused now
+        pool.connection_class(**pool.connection_kwargs)
+    except (TypeError, ValueError) as exc:
+        url = settings.redis_url
+        raise ConfigurationError(f"redis URL {redact(url)!r}: {scrub(str(exc), url)}") from None
+    return client
 
 
 def client_options(settings: Settings) -> dict[str, Any]:

@@ -132,13 +132,17 @@ _FINAL_KINDS = frozenset({"http.response.pathsend", "http.response.zerocopysend"
 class _Exchange(InFlight):
     """One HTTP request/response: wraps ``send`` to see the status and the last chunk."""
 
-    __slots__ = ("asgi_scope", "done", "entry_root", "middleware", "status", "trailers", "upstream")
+    __slots__ = (
+        "asgi_scope", "done", "entry_app", "entry_root", "middleware", "status", "trailers",
+        "upstream",
+    )  # fmt: skip
 
     def __init__(self, middleware: SliceCountMiddleware, scope: Scope, upstream: Send) -> None:
         super().__init__(middleware.counter.track_queries)
         self.middleware = middleware
         self.asgi_scope = scope
         self.entry_root = scope.get("root_path", "")
+        self.entry_app = scope.get("app")  # a mounted app sets its own: the walk starts here
         self.upstream = upstream
         self.status = 0
         self.trailers = False
@@ -167,6 +171,8 @@ class _Exchange(InFlight):
     def finish(self, status: int) -> None:
         self.done = True
         middleware, scope = self.middleware, self.asgi_scope
+        if self.entry_app is not None and scope.get("app") is not self.entry_app:
+            scope = {**scope, "app": self.entry_app}  # (a mounted FastAPI or Starlette app)
         try:
             route = middleware.route_resolver(scope, self.entry_root)
         except Exception:

@@ -17,7 +17,7 @@ import anyio.to_thread
 from slicecount.batches import ping
 from slicecount.datasource.limits import LimitExceeded
 from slicecount.datasource.prometheus import results, uniques
-from slicecount.datasource.prometheus.names import Catalogue, Derived, derive
+from slicecount.datasource.prometheus.names import Catalogue, Derived, derive, parse_promql
 from slicecount.datasource.prometheus.params import BadData, Params
 from slicecount.datasource.prometheus.plan import (
     Need,
@@ -31,7 +31,6 @@ from slicecount.datasource.render import Rendered, render
 from slicecount.promql.ast import Node, VectorSelector, walk
 from slicecount.promql.distinct import check, unions
 from slicecount.promql.engine import Evaluator, Result
-from slicecount.promql.parser import parse
 from slicecount.promql.values import Raw
 
 MAX_STEPS = 11_000
@@ -85,7 +84,7 @@ async def query_range(reader: Reader, params: Params) -> Rendered:
 
 
 def _parse(text: str) -> Node:
-    node = parse(text)
+    node = parse_promql(text)
     if node.type == "matrix":
         raise BadData(
             "a range vector alone (x[5m]) is not supported: wrap it in a function such as "
