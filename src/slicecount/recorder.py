@@ -29,6 +29,7 @@ from slicecount.losses import REASONS, Losses
 from slicecount.outbox import Outbox
 from slicecount.series import Labels, shown
 from slicecount.store import Store
+from slicecount.topology import redact
 from slicecount.unique_buffer import UniqueValues
 from slicecount.writing import prepare_safely
 
@@ -275,7 +276,7 @@ class Recorder:
                 "slicecount could not write to %s within %g s of closing: %d counts lost (%d "
                 "buffered, of %d series over %d seconds; %d in %s that Redis may have applied) "
                 "and %d unique values",
-                self.store.settings.redis_url, timeout, events + self._outbox.events, events,
+                redact(self.store.settings.redis_url), timeout, events + self._outbox.events, events,
                 series, seconds, self._outbox.events, self._outbox.describe(), self._uniques.size,
             )  # fmt: skip
         return not self.gave_up
