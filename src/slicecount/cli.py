@@ -11,11 +11,14 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-import click
-
 from slicecount.config import Settings
-from slicecount.errors import SlicecountError
+from slicecount.errors import MissingExtra, SlicecountError
 from slicecount.store import Store
+
+try:
+    import click
+except ModuleNotFoundError as exc:
+    raise MissingExtra("cli", exc, "the slicecount command") from exc
 
 
 @click.group()
@@ -73,9 +76,14 @@ def settings_options(command: Callable[..., Any]) -> Callable[..., Any]:
 @click.option("--workers", default=1, show_default=True, help="uvicorn worker processes")
 def datasource(settings: Settings, host: str, port: int, workers: int) -> None:
     """Serve the Grafana JSON datasource (simpod-json-datasource or SimpleJSON)."""
-    import uvicorn
+    try:
+        import uvicorn
 
-    from slicecount.datasource.app import create_app
+        from slicecount.datasource.app import create_app
+    except ModuleNotFoundError as exc:
+        raise click.ClickException(
+            str(MissingExtra("datasource", exc, "slicecount datasource"))
+        ) from None
     from slicecount.datasource.limits import Limits
 
     click.echo(f"slicecount datasource on http://{host}:{port}/ reading {settings.redis_url}")
