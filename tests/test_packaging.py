@@ -181,6 +181,18 @@ assert recorder.flush()
 recorder.close()
 """
 
+LIMIT_WITHOUT_REQUEST = """
+import slicecount
+
+def endpoint():
+    return "not reached"
+
+try:
+    slicecount.limit("5/minute")(endpoint)()
+except TypeError as exc:
+    print(f"TypeError: {exc}")
+"""
+
 
 def test_the_core_runs_without_extras_and_each_module_names_the_extra_it_lacks(
     wheel: Path, tmp_path: Path
@@ -278,3 +290,6 @@ def test_the_datasource_extra_serves_promql(
     flask = subprocess.run([datasource_venv / "python", "-c", "import slicecount.middleware.flask"],
                            capture_output=True, text=True)  # fmt: skip
     assert flask.returncode == 1 and "pip install 'slicecount[flask]'" in flask.stderr
+    # a limited endpoint that cannot reach its request: said plainly, though Flask is absent
+    no_request = run(datasource_venv / "python", "-c", LIMIT_WITHOUT_REQUEST).stdout
+    assert no_request.startswith("TypeError: slicecount.limit on endpoint:"), no_request

@@ -8,9 +8,9 @@ import sys
 from slicecount.errors import MissingExtra
 
 
-def main() -> None:
+def main(args: list[str] | None = None, prog_name: str | None = None) -> None:
     try:
         from slicecount.cli import main as cli
     except MissingExtra as exc:
         sys.exit(f"error: {exc}")
-    cli()
+    cli(args, prog_name=prog_name)

@@ -89,13 +89,16 @@ def limit(
 
 
 def _flask_check(guard: Throttle, view: Callable[..., Any]) -> Outcome:
-    from flask import has_request_context, request
-
+    unlimitable = TypeError(
+        f"slicecount.limit on {view.__qualname__}: no Flask request context and no "
+        "Starlette Request argument (FastAPI: declare a `request: Request` parameter)"
+    )
+    try:
+        from flask import has_request_context, request
+    except ModuleNotFoundError:  # a Starlette or FastAPI install: the request is missing
+        raise unlimitable from None
     if not has_request_context():
-        raise TypeError(
-            f"slicecount.limit on {view.__qualname__}: no Flask request context and no "
-            "Starlette Request argument (FastAPI: declare a `request: Request` parameter)"
-        )
+        raise unlimitable
     rule = request.url_rule
     return guard.check(
         Peer.of_environ(request.environ), request.method, rule.rule if rule else None
