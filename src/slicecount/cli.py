@@ -11,12 +11,15 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-import click
-
 from slicecount.config import Settings
-from slicecount.errors import SlicecountError
+from slicecount.errors import MissingExtra, SlicecountError
 from slicecount.store import Store
 from slicecount.topology import redact
+
+try:
+    import click
+except ModuleNotFoundError as exc:
+    raise MissingExtra("cli", exc, "the slicecount command") from exc
 
 
 @click.group()
@@ -75,9 +78,14 @@ def settings_options(command: Callable[..., Any]) -> Callable[..., Any]:
               help="worker processes (each gets every option)")  # fmt: skip
 def datasource(settings: Settings, host: str, port: int, workers: int) -> None:
     """Serve the Grafana JSON datasource (simpod-json-datasource or SimpleJSON)."""
+    try:
+        from slicecount.datasource.serving import serve
+    except ModuleNotFoundError as exc:
+        raise click.ClickException(
+            str(MissingExtra("datasource", exc, "slicecount datasource"))
+        ) from None
     from slicecount.datasource.auth import open_warning
     from slicecount.datasource.limits import Limits
-    from slicecount.datasource.serving import serve
 
     try:
         limits = Limits.from_env(os.environ)

@@ -40,3 +40,18 @@ class QueryError(SlicecountError, ValueError):
 class StartupError(SlicecountError):
     """A process slicecount starts (the embedded redis-server, a demo service) did not come
     up, or its binary is missing; the message says why and shows the process's last output."""
+
+
+class MissingExtra(SlicecountError, ModuleNotFoundError):
+    """An optional dependency is not installed; the message names the extra that brings it.
+
+    Raised from a module's guarded import: ``except ModuleNotFoundError as exc: raise
+    MissingExtra("flask", exc, "the Flask middleware") from exc``."""
+
+    def __init__(self, extra: str, missing: ModuleNotFoundError, needed_by: str) -> None:
+        super().__init__(
+            f"{needed_by} needs {missing.name or missing}, which is not installed: "
+            f"pip install 'slicecount[{extra}]'",
+            name=missing.name,
+        )
+        self.extra = extra

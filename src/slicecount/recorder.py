@@ -276,8 +276,9 @@ class Recorder:
                 "slicecount could not write to %s within %g s of closing: %d counts lost (%d "
                 "buffered, of %d series over %d seconds; %d in %s that Redis may have applied) "
                 "and %d unique values",
-                redact(self.store.settings.redis_url), timeout, events + self._outbox.events, events,
-                series, seconds, self._outbox.events, self._outbox.describe(), self._uniques.size,
+                redact(self.store.settings.redis_url), timeout, events + self._outbox.events,
+                events, series, seconds, self._outbox.events, self._outbox.describe(),
+                self._uniques.size,
             )  # fmt: skip
         return not self.gave_up
 

@@ -15,12 +15,6 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
 
-from starlette.applications import Starlette
-from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
-from starlette.routing import BaseRoute, Mount, Route
-from starlette.staticfiles import StaticFiles
-
 from slicecount.config import Settings
 from slicecount.datasource import endpoints, health
 from slicecount.datasource.auth import OpenNotice, TokenAuth, open_warning
@@ -32,8 +26,17 @@ from slicecount.datasource.prometheus.results import error as prometheus_error
 from slicecount.datasource.protocol import require_object
 from slicecount.datasource.reader import Reader
 from slicecount.datasource.render import Rendered, render
-from slicecount.errors import ConfigurationError, QueryError, StoreError
+from slicecount.errors import ConfigurationError, MissingExtra, QueryError, StoreError
 from slicecount.store_async import AsyncStore
+
+try:
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse, Response
+    from starlette.routing import BaseRoute, Mount, Route
+    from starlette.staticfiles import StaticFiles
+except ModuleNotFoundError as exc:
+    raise MissingExtra("datasource", exc, "the datasource") from exc
 
 logger = logging.getLogger("slicecount.datasource")
 

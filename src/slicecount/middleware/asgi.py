@@ -10,13 +10,17 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import TYPE_CHECKING, Any
 
-import anyio.to_thread
-
+from slicecount.errors import MissingExtra
 from slicecount.middleware._shell import InFlight, Options, RequestCounter, split_options
 from slicecount.middleware.routes import starlette_route
 from slicecount.throttle.answers import Answer, Headers
 from slicecount.throttle.clients import Peer
 from slicecount.throttle.guard import PASS, Outcome
+
+try:
+    import anyio.to_thread
+except ModuleNotFoundError as exc:
+    raise MissingExtra("asgi", exc, "the ASGI middleware") from exc
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack  # typing.Unpack is 3.11+; only mypy reads it

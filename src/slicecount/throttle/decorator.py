@@ -143,15 +143,16 @@ def _frameworks(names: dict[str, Any]) -> set[str]:
 
 
 def _flask_check(guard: Throttle, view: Callable[..., Any]) -> Outcome:
+    unlimitable = TypeError(
+        f"slicecount.limit on {view.__qualname__}: no Flask request context and no "
+        "Starlette Request argument (FastAPI: declare a `request: Request` parameter)"
+    )
     try:
         from flask import has_request_context, request
-    except ImportError:
-        has_request_context = None  # type: ignore[assignment]
-    if has_request_context is None or not has_request_context():
-        raise TypeError(
-            f"slicecount.limit on {view.__qualname__}: no Flask request context and no "
-            "Starlette Request argument (FastAPI: declare a `request: Request` parameter)"
-        )
+    except ModuleNotFoundError:  # a Starlette or FastAPI install: the request is missing
+        raise unlimitable from None
+    if not has_request_context():
+        raise unlimitable
     rule = request.url_rule
     return guard.check(
         Peer.of_environ(request.environ), request.method, rule.rule if rule else None

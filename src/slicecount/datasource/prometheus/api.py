@@ -12,8 +12,6 @@ from collections.abc import Callable, Sequence
 from itertools import accumulate
 from typing import Any
 
-import anyio.to_thread
-
 from slicecount.batches import ping
 from slicecount.datasource.limits import LimitExceeded
 from slicecount.datasource.prometheus import results, uniques
@@ -28,10 +26,16 @@ from slicecount.datasource.prometheus.plan import (
 )
 from slicecount.datasource.reader import Reader, all_done
 from slicecount.datasource.render import Rendered, render
+from slicecount.errors import MissingExtra
 from slicecount.promql.ast import Node, VectorSelector, walk
 from slicecount.promql.distinct import check, unions
 from slicecount.promql.engine import Evaluator, Result
 from slicecount.promql.values import Raw
+
+try:
+    import anyio.to_thread
+except ModuleNotFoundError as exc:
+    raise MissingExtra("datasource", exc, "the datasource") from exc
 
 MAX_STEPS = 11_000
 """Evaluation times one range query may ask (Prometheus' own limit)."""

@@ -8,16 +8,19 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 from urllib.parse import parse_qsl
 
-from starlette.requests import Request
-from starlette.responses import Response
-from starlette.routing import BaseRoute, Route
-
 from slicecount.datasource.limits import LimitExceeded
 from slicecount.datasource.prometheus import api, lookups, results
 from slicecount.datasource.prometheus.params import Params
 from slicecount.datasource.reader import Reader
-from slicecount.errors import ConfigurationError, QueryError, StoreError
+from slicecount.errors import ConfigurationError, MissingExtra, QueryError, StoreError
 from slicecount.promql.values import EvaluationError
+
+try:
+    from starlette.requests import Request
+    from starlette.responses import Response
+    from starlette.routing import BaseRoute, Route
+except ModuleNotFoundError as exc:
+    raise MissingExtra("datasource", exc, "the datasource") from exc
 
 logger = logging.getLogger("slicecount.datasource")
 
