@@ -11,11 +11,15 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-import click
-
 from slicecount.config import Settings
-from slicecount.errors import SlicecountError
+from slicecount.errors import MissingExtra, SlicecountError
 from slicecount.store import Store
+from slicecount.topology import redact
+
+try:
+    import click
+except ModuleNotFoundError as exc:
+    raise MissingExtra("cli", exc, "the slicecount command") from exc
 
 
 @click.group()
@@ -70,26 +74,29 @@ def settings_options(command: Callable[..., Any]) -> Callable[..., Any]:
 @click.option("--token", help="require this bearer token / basic password [SLICECOUNT_TOKEN]")
 @click.option("--host", default="127.0.0.1", show_default=True, help="address to listen on")
 @click.option("--port", default=8080, show_default=True, help="port to listen on")
-@click.option("--workers", default=1, show_default=True, help="uvicorn worker processes")
+@click.option("--workers", default=1, show_default=True, type=click.IntRange(min=1),
+              help="worker processes (each gets every option)")  # fmt: skip
 def datasource(settings: Settings, host: str, port: int, workers: int) -> None:
     """Serve the Grafana JSON datasource (simpod-json-datasource or SimpleJSON)."""
-    import uvicorn
-
-    from slicecount.datasource.app import create_app
+    try:
+        from slicecount.datasource.serving import serve
+    except ModuleNotFoundError as exc:
+        raise click.ClickException(
+            str(MissingExtra("datasource", exc, "slicecount datasource"))
+        ) from None
+    from slicecount.datasource.auth import open_warning
     from slicecount.datasource.limits import Limits
 
-    click.echo(f"slicecount datasource on http://{host}:{port}/ reading {settings.redis_url}")
-    if workers > 1:  # uvicorn needs an import string to start several processes
-        uvicorn.run(
-            "slicecount.datasource.app:from_env", factory=True, host=host, port=port,
-            workers=workers, log_level="warning", env_file=None,
-        )  # fmt: skip
-        return
     try:
         limits = Limits.from_env(os.environ)
     except SlicecountError as exc:
         raise click.BadParameter(str(exc)) from None
-    uvicorn.run(create_app(settings, limits=limits), host=host, port=port, log_level="warning")
+    click.echo(
+        f"slicecount datasource on http://{host}:{port}/ reading {redact(settings.redis_url)}"
+    )
+    if not settings.token:
+        click.echo(f"warning: {open_warning(f'http://{host}:{port}/')}", err=True)
+    serve(settings, limits, host, port, workers)
 
 
 @main.command()

@@ -28,7 +28,7 @@ START_TIMEOUT = 30.0
 """Seconds each service may take to answer its first request."""
 STOP_TIMEOUT = 15.0
 """Seconds each service may take to stop (and flush) after SIGTERM before it is killed."""
-NEEDS = ("flask", "sqlalchemy", "gunicorn")
+NEEDS = ("flask", "sqlalchemy", "gunicorn", "starlette", "uvicorn", "re2")
 """Modules the demo's services import beyond slicecount's own (``slicecount[demo]``)."""
 
 

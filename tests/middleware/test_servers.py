@@ -201,3 +201,27 @@ def test_starlette_under_uvicorn_counts_every_request(
     finally:
         stop_gracefully(process)
     check_counts(server_redis.url, expected)
+
+
+def test_gunicorn_workers_stop_in_time_when_redis_is_unreachable(tmp_path: Path) -> None:
+    """A wrong port: the worker tries for its close_timeout (5 s, in worker_exit), says how
+    many counts it lost, and its exit does not try again (that made 10 s a worker, all of the
+    example's graceful timeout)."""
+    port, requests = free_port(), 60
+    dead = f"redis://127.0.0.1:{free_port()}/0"  # nobody listens there
+    command = [*gunicorn(port), "-w", "1"]  # (the last -w wins)
+    process = run_server(command, dead, port, tmp_path)
+    try:
+        for _ in range(requests):
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+            conn.request("GET", "/")
+            assert conn.getresponse().status == 200  # counting never reaches the request
+            conn.close()
+    finally:
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=60) == 0
+    log = (tmp_path / "server.log").read_text()
+    (lost,) = [line for line in log.splitlines() if "within 5 s of closing" in line]
+    counted = int(lost.split("closing: ")[1].split(" counts lost")[0])
+    # a request counts http.requests, a duration bucket and a queries-per-request bucket
+    assert counted == 3 * requests, log

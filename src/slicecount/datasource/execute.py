@@ -15,18 +15,22 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from itertools import accumulate
 
-import anyio.to_thread
-
 from slicecount.datasource.discovery import SeriesInfo
 from slicecount.datasource.limits import LimitExceeded
 from slicecount.datasource.prometheus import uniques
 from slicecount.datasource.prometheus.names import Catalogue, Derived, derive
 from slicecount.datasource.prometheus.plan import Choice, Need, choose, last_boundary, needs
 from slicecount.datasource.reader import Reader, all_done
+from slicecount.errors import MissingExtra
 from slicecount.promql.ast import NAME_LABEL, Node, VectorSelector, walk
 from slicecount.promql.distinct import check, unions
 from slicecount.promql.engine import Evaluator, Result
 from slicecount.promql.values import Grid, Raw
+
+try:
+    import anyio.to_thread
+except ModuleNotFoundError as exc:
+    raise MissingExtra("datasource", exc, "the datasource") from exc
 
 Listing = Callable[[Sequence[SeriesInfo], Sequence[SeriesInfo]], Catalogue]
 """Builds the names a surface's selectors match from every counter and unique series."""
