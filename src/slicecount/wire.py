@@ -197,7 +197,11 @@ class StoreBase(Generic[C]):
         self.settings: Settings = self.context.settings
         self.keys: KeySpace = self.context.keys
         self.clock = clock
-        self.client: C = client if client is not None else self._connect(self.settings)
+        try:
+            self.client: C = client if client is not None else self._connect(self.settings)
+        except (exceptions.RedisError, exceptions.RedisClusterException) as exc:
+            # a cluster client connects when it is built
+            raise self._error(exc) from exc
 
     @staticmethod
     def _connect(settings: Settings) -> C:
