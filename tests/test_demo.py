@@ -64,12 +64,13 @@ def test_a_service_that_does_not_start_says_why(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_demo_runs_the_stack_and_leaves_nothing_behind() -> None:
+def test_demo_runs_the_stack_and_leaves_nothing_behind(tmp_path: Path) -> None:
     port = free_port()
+    env = {**os.environ, "XDG_RUNTIME_DIR": str(tmp_path)}  # its state file out of others' way
     process = subprocess.Popen(
         [sys.executable, "-m", "slicecount.cli", "demo", "--duration", "20", "--port", str(port),
          "--rate", "60"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
     )  # fmt: skip
     assert process.stdout is not None
     lines: list[str] = []
@@ -187,3 +188,36 @@ def test_a_port_in_use_is_named_and_never_taken_for_the_demos(tmp_path: Path) ->
     assert "--port" in result.output
     assert f"http://127.0.0.1:{port}/" not in result.output
     assert "starting" not in result.output
+
+
+def test_a_service_that_loses_counts_is_reported_from_its_recorders_own_words(
+    tmp_path: Path,
+) -> None:
+    """What the demo scans its apps' logs for is what a Recorder logs when it gives up."""
+    dead = f"redis://127.0.0.1:{free_port()}/0"
+    code = (
+        "import logging; logging.basicConfig(format='%(message)s');"
+        "from slicecount import Recorder, Store;"
+        f"r = Recorder(Store.from_url({dead!r})); r.add('orders', 3); r.close(0.2)"
+    )
+    service = Service("app", [sys.executable, "-c", code], dict(os.environ), tmp_path)
+    assert service.wait() is None  # it exited cleanly, yet lost its counts:
+    losses = service.losses()
+    assert losses, service.log.read_text()
+    assert all(line.startswith("app: slicecount could not write") for line in losses), losses
+
+
+def test_a_service_that_will_not_stop_is_killed_when_hurried(tmp_path: Path) -> None:
+    code = (
+        "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN);"
+        "print('up', flush=True); time.sleep(60)"
+    )
+    service = Service("stubborn", [sys.executable, "-c", code], dict(os.environ), tmp_path)
+    while "up" not in service.log.read_text():
+        time.sleep(0.05)
+    hurry = threading.Event()
+    hurry.set()
+    assert service.stop(hurry) == "stubborn was killed when asked to: counts it held may be lost"
+    assert not alive(service.process.pid)
+    failing = Service("failing", [sys.executable, "-c", "raise SystemExit(3)"], {}, tmp_path)
+    assert failing.wait() == f"failing exited with status 3 (see {failing.log})"
