@@ -300,21 +300,10 @@ def demo(duration: float | None, port: int, rate: float, seed: int | None, synth
         click.echo("stopping: traffic, the apps (writing their last counts), the cleaner and "
                    "the datasource, redis last ...")  # fmt: skip
         stopped = stack.stop(hurry)
-    if failed:
-        click.echo("\n  ".join(["stopped", *stopped.lost]), err=True)
+    if failed or stopped.lost:
+        click.echo(stopped.report(), err=True)
         sys.exit(1)
-    if stopped.lost:
-        click.echo("stopped, but counts may be lost:", err=True)
-        for line in stopped.lost:
-            click.echo(f"  {line}", err=True)
-        sys.exit(1)
-    if stopped.counted is not None:
-        click.echo(
-            f"stopped: every service exited, counts flushed ({stopped.answered} requests "
-            f"answered, {stopped.counted} counted in redis), redis stopped"
-        )
-    else:
-        click.echo("stopped: every service exited, redis stopped")
+    click.echo(stopped.report())
 
 
 if __name__ == "__main__":

@@ -51,6 +51,17 @@ class Stopped:
     counted: int | None = None
     lost: list[str] = field(default_factory=list)
 
+    def report(self) -> str:
+        """What the terminal says: "counts flushed" only when every count is accounted for."""
+        if self.lost:
+            return "\n  ".join(["stopped, but counts may be lost:", *self.lost])
+        if self.counted is None:  # the demo stopped before any traffic
+            return "stopped: every service exited, redis stopped"
+        return (
+            f"stopped: every service exited, counts flushed ({self.answered} requests "
+            f"answered, {self.counted} counted in redis), redis stopped"
+        )
+
 
 class Demo:
     """Starts, watches and stops the stack."""
