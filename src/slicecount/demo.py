@@ -48,6 +48,8 @@ class Stopped:
     count that may be lost (empty: all written)."""
 
     answered: int = 0
+    failed: int = 0
+    """Requests that failed at the client (a timeout, a reset): the app may have counted them."""
     counted: int | None = None
     lost: list[str] = field(default_factory=list)
 
@@ -57,9 +59,10 @@ class Stopped:
             return "\n  ".join(["stopped, but counts may be lost:", *self.lost])
         if self.counted is None:  # the demo stopped before any traffic
             return "stopped: every service exited, redis stopped"
+        failed = f", {self.failed} failed at the client" if self.failed else ""
         return (
             f"stopped: every service exited, counts flushed ({self.answered} requests "
-            f"answered, {self.counted} counted in redis), redis stopped"
+            f"answered, {self.counted} counted in redis{failed}), redis stopped"
         )
 
 
@@ -180,7 +183,7 @@ class Demo:
             self.traffic.stop()
             if self._thread is not None:
                 self._thread.join(STOP_TIMEOUT)
-            stopped.answered = self.traffic.sent
+            stopped.answered, stopped.failed = self.traffic.sent, self.traffic.failed
         apps = [s for s in self.services if s.name in APPS]
         for group in (apps, [s for s in self.services if s.name not in APPS]):
             for service in group:
