@@ -63,7 +63,7 @@ async def query(reader: Reader, body: Body) -> Rendered:
                 f"{len(starts)} points per series at precision {step} s, more than the limit "
                 f"of {reader.limits.max_points}: shorten the range or pick a coarser precision"
             )
-        times = tuple(float(s + step) for s in starts)  # a point's slices end at its time
+        times = tuple([float(s + step) for s in starts])  # a point's slices end at its time
         label = target.ref_id or target.text[:40]
         order.append((target, Query(node, times, step, label, partial=True, among=among)))
     notes: list[list[dict[str, Any]]] = [[] for _ in order]

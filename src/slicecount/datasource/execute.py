@@ -106,7 +106,11 @@ async def run(
     distinct: Sequence[SeriesInfo] = ()
     if any(wanted):
         counters, distinct = await asyncio.gather(reader.everything(), reader.all_uniques())
-    catalogue = names(counters, distinct) if any(wanted) else Catalogue({}, ())
+    catalogue = (
+        reader.derived(names, (counters, distinct), lambda: names(counters, distinct))
+        if any(wanted)
+        else Catalogue({}, ())
+    )
     choices = []
     for query, need in zip(queries, wanted, strict=True):
         kinds = uniques.kinds(catalogue, need, counters, distinct)
@@ -119,7 +123,7 @@ async def run(
         choices.append((query, kinds, need, choice))
     series = await _discover(reader, catalogue, [(k, n, c) for _, k, n, c in choices])
     plans = [
-        _plan(query, kinds, need, choice, catalogue, series)
+        _plan(reader, query, kinds, need, choice, catalogue, series)
         for query, kinds, need, choice in choices
     ]
     _check(reader, plans)
@@ -183,17 +187,32 @@ async def _discover(
 
 
 def _matched(
-    catalogue: Catalogue, selector: VectorSelector, unique: bool, precision: int, series: SeriesAt
+    reader: Reader,
+    catalogue: Catalogue,
+    selector: VectorSelector,
+    unique: bool,
+    precision: int,
+    series: SeriesAt,
 ) -> list[Derived]:
-    out: list[Derived] = []
-    for name in catalogue.matching(selector, unique=unique):
-        source = catalogue.sources[name]
-        pairs = [(s.id, s.labels) for s in series[(source.stored, precision, unique)]]
-        out += [d for d in derive(name, source, pairs) if selector.matches(d.labels)]
-    return out
+    """The series a selector matches at ``precision``, remembered while the catalogue and
+    the series lists it was found in are the ones the Reader's cache holds."""
+    names = catalogue.matching(selector, unique=unique)
+    lists = [series[(catalogue.sources[name].stored, precision, unique)] for name in names]
+
+    def find() -> list[Derived]:
+        out: list[Derived] = []
+        for name, listed in zip(names, lists, strict=True):
+            pairs = [(s.id, s.labels) for s in listed]
+            derived = derive(name, catalogue.sources[name], pairs)
+            out += [d for d in derived if selector.matches(d.labels)]
+        return out
+
+    key = ("matched", selector.matchers, unique, precision)
+    return reader.derived(key, (catalogue, *lists), find)
 
 
 def _plan(
+    reader: Reader,
     query: Query,
     kinds: uniques.Kinds,
     need: list[Need],
@@ -202,8 +221,8 @@ def _plan(
     series: SeriesAt,
 ) -> _Plan:
     p = choice.precision
-    found = {n.selector: _matched(catalogue, n.selector, False, p, series) for n in need}
-    distinct = {s: _matched(catalogue, s, True, p, series) for s in kinds.distinct}
+    found = {n.selector: _matched(reader, catalogue, n.selector, False, p, series) for n in need}
+    distinct = {s: _matched(reader, catalogue, s, True, p, series) for s in kinds.distinct}
     planned = uniques.plan(choice.grid, query.step, distinct, unions(query.node, kinds.distinct))
     ids = list(dict.fromkeys(i for derived in found.values() for d in derived for i in d.parts))
     last = last_boundary(choice.grid, [n for n in need if not n.distinct])
@@ -277,7 +296,9 @@ def _totals(counts: Sequence[int | None], slices: int) -> list[int]:
     """Running totals at each boundary: 0 at the first, then after each slice."""
     if not counts:
         return [0] * (slices + 1)
-    return [0, *accumulate(c or 0 for c in counts)]
+    if None in counts:  # slices with no field (none counted): in C when there are none
+        counts = [c or 0 for c in counts]
+    return list(accumulate(counts, initial=0))  # type: ignore[arg-type]  # no None left
 
 
 class Sums:

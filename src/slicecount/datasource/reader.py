@@ -75,6 +75,7 @@ class Reader:
         self.heavy = Turns(limits.heavy_requests)
         self._cache: dict[Any, tuple[float, Any]] = {}
         self._parsed: dict[str, SeriesInfo] = {}
+        self._derived: dict[Any, tuple[tuple[object, ...], Any]] = {}
 
     @property
     def settings(self) -> Settings:
@@ -101,6 +102,22 @@ class Reader:
         if len(self._cache) > _MAX_CACHED:
             self._cache.clear()
         self._cache[key] = (now, value)
+        return value
+
+    def derived(self, key: Any, inputs: tuple[object, ...], compute: Callable[[], T]) -> T:
+        """``compute()`` remembered under ``key`` while ``inputs`` are the very objects it was
+        computed from (discovery answers, which the cache hands out unchanged for ``ttl``):
+        what a request derives from them (names, the series a selector matches) is worked
+        out once per cached answer, not once per request."""
+        hit = self._derived.get(key)
+        if hit is not None and len(hit[0]) == len(inputs):
+            if all(a is b for a, b in zip(hit[0], inputs, strict=True)):
+                value: T = hit[1]
+                return value
+        value = compute()
+        if len(self._derived) > _MAX_CACHED:
+            self._derived.clear()
+        self._derived[key] = (inputs, value)
         return value
 
     def _parse(self, series_id: str) -> SeriesInfo:

@@ -21,6 +21,7 @@ a lone unlabelled series (``sum(x)``) divides or multiplies every series of the 
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable
 from dataclasses import replace
@@ -52,6 +53,8 @@ from slicecount.series import is_label_name, is_metric_name
 
 MAX_QUERY_LENGTH = 4000
 """Longest target accepted."""
+PARSED_TARGETS = 1024
+"""Targets whose trees are kept (at most MAX_QUERY_LENGTH characters each)."""
 LE = "le"
 
 _TOKEN = re.compile(
@@ -105,9 +108,16 @@ def tokenize(text: str) -> list[Token]:
 
 
 def parse(text: str) -> Node:
-    """The PromQL tree of a target; QueryError naming the first problem."""
+    """The PromQL tree of a target; QueryError naming the first problem. A tree is never
+    changed once built, so a dashboard's targets, asked again on every refresh, are parsed
+    once."""
     if not isinstance(text, str) or not text.strip():
         raise QueryError("empty query: expected a metric name such as http.requests")
+    return _parse(text)
+
+
+@functools.lru_cache(maxsize=PARSED_TARGETS)
+def _parse(text: str) -> Node:
     parser = _Parser(text)
     node = parser.expression(0)
     parser.expect("end")

@@ -10,6 +10,7 @@ that end with the one holding t.
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Callable, Mapping, Sequence
 from typing import TypeVar, cast
 
@@ -162,11 +163,11 @@ class Evaluator:
     def instant(self, node: VectorSelector) -> list[Series]:
         """Each series' running total at every time (the slice holding t included)."""
         grid = self.grid
-        reads: list[int | None] = []
-        for t in grid.times:
-            a = grid.read_at(t, node.offset)
-            ok = a is not None and grid.oldest < a <= grid.newest
-            reads.append((a - grid.first) // grid.precision if ok else None)  # type: ignore[operator]
+        p, first, oldest, newest = grid.precision, grid.first, grid.oldest, grid.newest
+        reads = [
+            (a - first) // p if a is not None and oldest < a <= newest else None
+            for a in grid.reads(node.offset)
+        ]
         distinct, where = _distinct(reads)
         out = []
         for raw in self.data[node]:
@@ -179,17 +180,16 @@ class Evaluator:
         """A range function over each series' window ``(t - d, t]``, d rounded to slices.
         Times that read the same slices (a step finer than the precision) share one value."""
         grid = self.grid
-        p, first = grid.precision, grid.first
+        p, first, oldest, newest = grid.precision, grid.first, grid.oldest, grid.newest
         span = grid.window(node.range)
         windows: list[tuple[int, int] | None] = []
-        for t in grid.times:
-            a = grid.read_at(t, node.vector.offset)
-            if a is None or a - span < grid.oldest:
+        for a in grid.reads(node.vector.offset):
+            if a is None or a - span < oldest:
                 windows.append(None)
-            elif a <= grid.newest:
+            elif a <= newest:
                 windows.append(((a - span - first) // p, (a - first) // p))
-            elif grid.partial and a - span < grid.newest:  # holding now: its slices so far
-                windows.append(((a - span - first) // p, (grid.newest - first) // p))
+            elif grid.partial and a - span < newest:  # holding now: its slices so far
+                windows.append(((a - span - first) // p, (newest - first) // p))
             else:
                 windows.append(None)
         distinct, where = _distinct(windows)
@@ -198,15 +198,20 @@ class Evaluator:
             compute = _elapsed_rate(grid)  # one slice (x[0]): no dip at the right edge
         keep_name = name == "last_over_time"
         out = []
+        inside_of: dict[int, _Windows] = {}  # series read alike share their windows
+        direct = where == list(range(len(distinct)))  # a value per time, in order: no spreading
         for raw in self.data[node.vector]:
             totals = raw.totals
             scale = 1.0 if name == "count_over_time" else raw.scale
-            inside = [w for w in distinct if w[1] < len(totals)]
+            inside = inside_of.get(len(totals))
+            if inside is None:
+                inside = inside_of[len(totals)] = _Windows(
+                    [w for w in distinct if w[1] < len(totals)]
+                )
             found: list[Value] = compute(totals, inside, span, p, scale)  # type: ignore[assignment]
             found += [None] * (len(distinct) - len(inside))  # windows past what was read
-            out.append(
-                Series(raw.labels if keep_name else without_name(raw.labels), _spread(found, where))
-            )
+            values = found if direct else _spread(found, where)
+            out.append(Series(raw.labels if keep_name else without_name(raw.labels), values))
         return check_unique(out)
 
 
@@ -232,14 +237,39 @@ WindowFunction = Callable[[Sequence[int], Windows, int, int, float], list[float]
 """(totals, each window's (start, end) index, span, precision, scale) -> a value per window."""
 
 
+class _Windows(list[tuple[int, int]]):
+    """Windows (start, end index) that know, when they follow one another at a constant
+    stride (a range query's, a panel's), the slices of the totals holding their starts and
+    their ends: the differences of every series are then taken in C, not pair by pair."""
+
+    def __init__(self, windows: list[tuple[int, int]]) -> None:
+        super().__init__(windows)
+        self.bounds: tuple[slice, slice] | None = None
+        if len(windows) > 1:
+            (b, a), (b1, _) = windows[0], windows[1]
+            stride, n = b1 - b, len(windows)
+            starts = range(b, b + n * stride, stride) if stride > 0 else range(0)
+            ends = range(a, a + n * stride, stride) if stride > 0 else range(0)
+            if list(zip(starts, ends)) == windows:
+                self.bounds = slice(b, starts[-1] + 1, stride), slice(a, ends[-1] + 1, stride)
+
+
+def _differences(t: Sequence[int], ws: Windows) -> list[int]:
+    """``t[end] - t[start]`` of each window."""
+    bounds = ws.bounds if isinstance(ws, _Windows) else None
+    if bounds is not None:
+        return list(map(operator.sub, t[bounds[1]], t[bounds[0]]))
+    return [t[a] - t[b] for b, a in ws]
+
+
 def _sample_values(totals: Sequence[int], b: int, a: int) -> Sequence[int]:
     return totals[b + 1 : a + 1]  # the boundaries inside (t - d, t]: one sample per slice
 
 
 def _increase(t: Sequence[int], ws: Windows, span: int, p: int, k: float) -> list[float]:
     if k == 1.0:  # counts stay ints: the simPod frames write them without a conversion
-        return [t[a] - t[b] for b, a in ws]  # ints are floats to mypy
-    return [(t[a] - t[b]) * k for b, a in ws]
+        return _differences(t, ws)  # type: ignore[return-value]  # ints are floats to mypy
+    return [d * k for d in _differences(t, ws)]
 
 
 def _elapsed_rate(grid: Grid) -> WindowFunction:
@@ -249,7 +279,8 @@ def _elapsed_rate(grid: Grid) -> WindowFunction:
 
     def rate(t: Sequence[int], ws: Windows, span: int, p: int, k: float) -> list[float]:
         return [
-            (t[a] - t[b]) * k / max(min(now, first + a * p) - (first + b * p), 1.0) for b, a in ws
+            d * k / max(min(now, first + a * p) - (first + b * p), 1.0)
+            for d, (b, a) in zip(_differences(t, ws), ws, strict=True)
         ]
 
     return rate
@@ -257,7 +288,7 @@ def _elapsed_rate(grid: Grid) -> WindowFunction:
 
 _WINDOW_FUNCTIONS: dict[str, WindowFunction] = {
     "increase": _increase,
-    "rate": lambda t, ws, span, p, k: [(t[a] - t[b]) * k / span for b, a in ws],
+    "rate": lambda t, ws, span, p, k: [d * k / span for d in _differences(t, ws)],
     "irate": lambda t, ws, span, p, k: [(t[a] - t[a - 1]) * k / p for b, a in ws],  # last slice
     "sum_over_time": lambda t, ws, span, p, k: [sum(_sample_values(t, b, a)) * k for b, a in ws],
     "avg_over_time": lambda t, ws, span, p, k: [

@@ -56,6 +56,12 @@ class Grid:
             return None
         return self.boundary(t, offset)
 
+    def reads(self, offset: float) -> list[int | None]:
+        """``read_at`` of every time, in one pass (evaluated for each selector)."""
+        p = self.precision
+        last = math.inf if self.partial else self.now + GRACE
+        return [None if t - offset > last else -int((offset - t) // p) * p for t in self.times]
+
 
 GRACE = 1.0
 """Seconds past now a time may lie and still read now's totals: Grafana's clock (it sets a

@@ -104,18 +104,26 @@ def choose(
         newest = slice_start(now, p) + p
         return Choice(Grid(tuple(times), p, newest, newest, newest), ())
 
+    known: dict[int, tuple[int, int, int]] = {}
+
+    def edges(p: int) -> tuple[int, int, int]:
+        """(the oldest boundary kept, the oldest the query reads, the first it reads)."""
+        found = known.get(p)
+        if found is None:
+            kept = oldest_kept(p, settings.retention_for(p), now)
+            earliest = _earliest(wanted, start, p)
+            first = kept if any(need.absolute for need in wanted) else max(kept, earliest)
+            found = known[p] = (kept, earliest, first)
+        return found
+
     def oldest(p: int) -> int:
-        return oldest_kept(p, settings.retention_for(p), now)
+        return edges(p)[0]
 
     def slices(p: int) -> int:
         last = min(slice_start(now, p) + p, slice_start(end, p) + p)
-        return max(0, (last - _first(wanted, start, p, oldest(p))) // p)
+        return max(0, (last - edges(p)[2]) // p)
 
-    covering = [
-        p
-        for p in precisions
-        if oldest(p) <= _earliest(wanted, start, p) and slices(p) <= max_slices
-    ]
+    covering = [p for p in precisions if oldest(p) <= edges(p)[1] and slices(p) <= max_slices]
     infos: list[str] = []
     chosen = None
     for rank in (1, 0):  # dividing windows and step, then windows only
@@ -132,7 +140,7 @@ def choose(
         fitting = [p for p in precisions if slices(p) <= max_slices]
         chosen = fitting[-1] if fitting else precisions[-1]
         infos.append(
-            f"no precision keeps slices back to {_earliest(wanted, start, chosen)}: precision "
+            f"no precision keeps slices back to {edges(chosen)[1]}: precision "
             f"{chosen} s keeps them from {oldest(chosen)}; earlier times have no samples"
         )
     p = chosen
@@ -164,7 +172,7 @@ def choose(
     grid = Grid(
         tuple(times),
         p,
-        first=_first(wanted, start, p, oldest(p)),
+        first=edges(p)[2],
         oldest=oldest(p),
         newest=slice_start(now, p) + p,
         now=now,
@@ -172,12 +180,6 @@ def choose(
         point=int(step or 0) if partial else 0,
     )
     return Choice(grid, tuple(dict.fromkeys(infos)))
-
-
-def _first(wanted: Sequence[Need], start: float, p: int, oldest: int) -> int:
-    if any(need.absolute for need in wanted):
-        return oldest
-    return max(oldest, _earliest(wanted, start, p))
 
 
 def _retained(settings: Settings, p: int) -> str:
