@@ -31,9 +31,9 @@ from slicecount.datasource.protocol import (
 from slicecount.datasource.reader import Reader, all_done
 from slicecount.datasource.render import Rendered, render
 from slicecount.errors import QueryError
-from slicecount.promql.ast import NAME_LABEL, Call
+from slicecount.promql.ast import Call
 from slicecount.promql.engine import Result
-from slicecount.promql.values import EvaluationError, Series
+from slicecount.promql.values import EvaluationError, Series, without_name
 from slicecount.slices import slice_starts
 
 Body = Mapping[str, Any]
@@ -94,7 +94,8 @@ async def query(reader: Reader, body: Body) -> Rendered:
         return render(out)
 
     try:
-        return Rendered(await run(reader, queries, _names, finish, annotations))
+        noted = annotations if len(queries) < len(order) else None
+        return Rendered(await run(reader, queries, _names, finish, noted))
     except EvaluationError as exc:  # past max_computed_points, or series that collide
         raise LimitExceeded(str(exc)) from None
 
@@ -115,7 +116,7 @@ def _lines(query: Query, answer: Answer) -> list[frames.Line]:
         series = sorted(series, key=lambda s: sorted(s.labels.items()))
     lines = []
     for s in series:
-        tags = {k: v for k, v in s.labels.items() if k != NAME_LABEL}
+        tags = without_name(s.labels)
         lines.append(frames.Line(frames.legend(name, tags), tags, s.values))
     return lines
 

@@ -105,7 +105,7 @@ async def run(
     counters: Sequence[SeriesInfo] = ()
     distinct: Sequence[SeriesInfo] = ()
     if any(wanted):
-        counters, distinct = await asyncio.gather(reader.everything(), reader.all_uniques())
+        counters, distinct = await reader.listings()
     catalogue = (
         reader.derived(names, (counters, distinct), lambda: names(counters, distinct))
         if any(wanted)
@@ -176,14 +176,8 @@ async def _discover(
             for unique in (False, True) if n.distinct else (False,):
                 for name in catalogue.matching(n.selector, unique=unique):
                     wanted[(catalogue.sources[name].stored, choice.precision, unique)] = None
-    tasks = [
-        asyncio.ensure_future(
-            reader.unique_series_of(name, p) if unique else reader.series_of(name, p)
-        )
-        for name, p, unique in wanted
-    ]
-    await all_done(tasks)
-    return {key: task.result() for key, task in zip(wanted, tasks, strict=True)}
+    found = await reader.series_of_each(list(wanted))
+    return dict(zip(wanted, found, strict=True))
 
 
 def _matched(
@@ -273,13 +267,15 @@ async def _read(
         for key, ids in groups.items()
         if ids
     }
-    counted = [
-        asyncio.ensure_future(reader.count_unions(plan.choice.precision, plan.unions.groups))
-        for plan in plans
-    ]
+    counted = {
+        i: asyncio.ensure_future(reader.count_unions(plan.choice.precision, plan.unions.groups))
+        for i, plan in enumerate(plans)
+        if plan.unions.groups
+    }
     also = [asyncio.ensure_future(alongside())] if alongside is not None else []
-    await all_done([*reads.values(), *counted, *also])
-    return {key: task.result() for key, task in reads.items()}, [c.result() for c in counted]
+    await all_done([*reads.values(), *counted.values(), *also])
+    unions = [counted[i].result() if i in counted else [] for i in range(len(plans))]
+    return {key: task.result() for key, task in reads.items()}, unions
 
 
 def _stored(plan: _Plan, catalogue: Catalogue) -> tuple[str, ...]:

@@ -39,6 +39,8 @@ _MAX_PARSED = 100_000
 _MAX_CACHED = 10_000
 
 T = TypeVar("T")
+_Load = tuple[Any, Callable[[], Awaitable[list[SeriesInfo]]]]
+"""A discovery cache key and how to load its answer."""
 
 
 class Turns:
@@ -137,48 +139,86 @@ class Reader:
                 continue  # written by something else under our keys: ignore it
         return out
 
-    async def series_of(self, name: str, precision: int) -> list[SeriesInfo]:
-        """The series of one metric at ``precision`` (ids that do not parse are skipped)."""
-
+    def _series(self, name: str, precision: int) -> _Load:
         async def load() -> list[SeriesInfo]:
             return self._parse_all(await self.store.series(name, precision))
 
-        return await self._cached(("series", name, precision), load)
+        return ("series", name, precision), load
 
-    async def unique_series_of(self, name: str, precision: int) -> list[SeriesInfo]:
-        """The unique series of one metric at a unique precision."""
-
+    def _unique_series(self, name: str, precision: int) -> _Load:
         async def load() -> list[SeriesInfo]:
             return self._parse_all(await self.store.unique_series(name, precision))
 
-        return await self._cached(("unique", name, precision), load)
+        return ("unique", name, precision), load
 
-    async def all_uniques(self) -> list[SeriesInfo]:
-        """Every unique series, looked up at the coarsest unique precision (the longest kept)."""
-
+    def _all_uniques(self) -> _Load:
         async def load() -> list[SeriesInfo]:
             coarsest = kept_precisions(self.settings)[-1]
             return self._parse_all(await self.store.all_unique_series(coarsest))
 
-        return await self._cached(("all unique",), load)
+        return ("all unique",), load
 
-    async def everything(self) -> list[SeriesInfo]:
-        """Every series at the discovery precision (for names, label keys and values)."""
-
+    def _everything(self) -> _Load:
         async def load() -> list[SeriesInfo]:
             return self._parse_all(await self.store.all_series(self.discovery_precision))
 
-        return await self._cached(("all",), load)
+        return ("all",), load
+
+    async def _all_cached(self, asked: Sequence[_Load]) -> list[list[SeriesInfo]]:
+        """Each answer from the cache, those missing loaded concurrently: a request whose
+        discovery is cached starts no task for it."""
+        now = time.monotonic()
+        out: list[list[SeriesInfo]] = []
+        missing: list[int] = []
+        for i, (key, _) in enumerate(asked):
+            hit = self._cache.get(key)
+            fresh = hit is not None and now - hit[0] < self.ttl
+            out.append(hit[1] if fresh else [])  # type: ignore[index]  # fresh: a hit
+            if not fresh:
+                missing.append(i)
+        if len(missing) == 1:
+            out[missing[0]] = await self._cached(*asked[missing[0]])
+        elif missing:
+            tasks = [asyncio.ensure_future(self._cached(*asked[i])) for i in missing]
+            await all_done(tasks)
+            for i, task in zip(missing, tasks, strict=True):
+                out[i] = task.result()
+        return out
+
+    async def series_of(self, name: str, precision: int) -> list[SeriesInfo]:
+        """The series of one metric at ``precision`` (ids that do not parse are skipped)."""
+        return await self._cached(*self._series(name, precision))
+
+    async def unique_series_of(self, name: str, precision: int) -> list[SeriesInfo]:
+        """The unique series of one metric at a unique precision."""
+        return await self._cached(*self._unique_series(name, precision))
+
+    async def series_of_each(
+        self, wanted: Sequence[tuple[str, int, bool]]
+    ) -> list[list[SeriesInfo]]:
+        """The series of each (metric, precision, unique?), the uncached looked up at once."""
+        return await self._all_cached(
+            [self._unique_series(n, p) if u else self._series(n, p) for n, p, u in wanted]
+        )
+
+    async def all_uniques(self) -> list[SeriesInfo]:
+        """Every unique series, looked up at the coarsest unique precision (the longest kept)."""
+        return await self._cached(*self._all_uniques())
+
+    async def everything(self) -> list[SeriesInfo]:
+        """Every series at the discovery precision (for names, label keys and values)."""
+        return await self._cached(*self._everything())
+
+    async def listings(self) -> tuple[list[SeriesInfo], list[SeriesInfo]]:
+        """``everything()`` and ``all_uniques()``, looked up at once when not cached."""
+        counters, uniques = await self._all_cached([self._everything(), self._all_uniques()])
+        return counters, uniques
 
     async def names(self) -> list[str]:
         """Metric names, histograms listed by their base name beside their parts."""
         names = {s.name for s in await self.everything()}
         bases = {n[: -len(BUCKET_SUFFIX)] for n in names if n.endswith(BUCKET_SUFFIX)}
         return sorted(names | bases)
-
-    async def stored_names(self) -> set[str]:
-        """Metric names as stored (a histogram's ``.bucket`` and ``.sum_us`` parts)."""
-        return {s.name for s in await self.everything()}
 
     async def histograms(self) -> set[str]:
         return {n[: -len(BUCKET_SUFFIX)] for n in await self.names() if n.endswith(BUCKET_SUFFIX)}

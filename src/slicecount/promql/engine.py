@@ -182,16 +182,17 @@ class Evaluator:
         grid = self.grid
         p, first, oldest, newest = grid.precision, grid.first, grid.oldest, grid.newest
         span = grid.window(node.range)
-        windows: list[tuple[int, int] | None] = []
-        for a in grid.reads(node.vector.offset):
-            if a is None or a - span < oldest:
-                windows.append(None)
-            elif a <= newest:
-                windows.append(((a - span - first) // p, (a - first) // p))
-            elif grid.partial and a - span < newest:  # holding now: its slices so far
-                windows.append(((a - span - first) // p, (newest - first) // p))
-            else:
-                windows.append(None)
+        partial = grid.partial
+        windows = [
+            None
+            if a is None or a - span < oldest
+            else ((a - span - first) // p, (a - first) // p)
+            if a <= newest
+            else ((a - span - first) // p, (newest - first) // p)  # holding now: so far
+            if partial and a - span < newest
+            else None
+            for a in grid.reads(node.vector.offset)
+        ]
         distinct, where = _distinct(windows)
         compute = _WINDOW_FUNCTIONS[name]
         if name == "rate" and grid.partial and not node.range:
@@ -221,6 +222,8 @@ T = TypeVar("T")
 def _distinct(items: Sequence[T | None]) -> tuple[list[T], list[int]]:
     """The distinct non-None items in order, and for each item its index among them (-1 for
     None): a value computed once per distinct item is spread back with ``_spread``."""
+    if None not in items and len(set(items)) == len(items):  # each time its own: in C
+        return list(items), list(range(len(items)))  # type: ignore[arg-type]  # no None
     index: dict[T, int] = {}
     where = [-1 if item is None else index.setdefault(item, len(index)) for item in items]
     return list(index), where
@@ -248,10 +251,11 @@ class _Windows(list[tuple[int, int]]):
         if len(windows) > 1:
             (b, a), (b1, _) = windows[0], windows[1]
             stride, n = b1 - b, len(windows)
-            starts = range(b, b + n * stride, stride) if stride > 0 else range(0)
-            ends = range(a, a + n * stride, stride) if stride > 0 else range(0)
-            if list(zip(starts, ends)) == windows:
-                self.bounds = slice(b, starts[-1] + 1, stride), slice(a, ends[-1] + 1, stride)
+            if stride > 0:
+                starts = range(b, b + n * stride, stride)
+                ends = range(a, a + n * stride, stride)
+                if list(zip(starts, ends, strict=True)) == windows:
+                    self.bounds = slice(b, starts[-1] + 1, stride), slice(a, ends[-1] + 1, stride)
 
 
 def _differences(t: Sequence[int], ws: Windows) -> list[int]:

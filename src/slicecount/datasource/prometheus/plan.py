@@ -44,13 +44,14 @@ def needs(node: Node, point: float = 0.0) -> list[Need]:
     ``x[0]``: the simPod targets' window of a point's slices)."""
     out: list[Need] = []
     in_windows: set[int] = set()
-    for item in walk(node):
+    items = walk(node)
+    for item in items:
         if isinstance(item, Call) and item.args and isinstance(item.args[0], MatrixSelector):
             window = item.args[0]
             in_windows.add(id(window.vector))
             span = window.range or point
             out.append(Need(window.vector, span, item.func in ABSOLUTE_FUNCTIONS))
-    for item in walk(node):
+    for item in items:
         if isinstance(item, VectorSelector) and id(item) not in in_windows:
             out.append(Need(item, 0.0, True))
     return out
