@@ -141,9 +141,15 @@ async def run(
         for plan, counted in zip(plans, distinct_counts, strict=True):
             grid = plan.choice.grid
             read = counts.get(_read_key(plan), {})
-            sums = Sums({i: _totals(read.get(i, []), plan.slices) for i in plan.ids}, plan.slices)
+            sliced = {i: _counts(read.get(i, []), plan.slices) for i in plan.ids}
+            sums = Sums(sliced, plan.slices)
             data = {
-                selector: [Raw(d.labels, sums.of(d.parts), d.scale) for d in derived]
+                selector: [
+                    Raw(d.labels, None, d.scale, sliced[d.parts[0]])
+                    if len(d.parts) == 1
+                    else Raw(d.labels, sums.of(d.parts), d.scale)
+                    for d in derived
+                ]
                 for selector, derived in plan.found.items()
             }
             evaluator = Evaluator(grid, data, budget, plan.unions.ready(counted))
@@ -288,13 +294,13 @@ def _stored(plan: _Plan, catalogue: Catalogue) -> tuple[str, ...]:
     return tuple(names)
 
 
-def _totals(counts: Sequence[int | None], slices: int) -> list[int]:
-    """Running totals at each boundary: 0 at the first, then after each slice."""
+def _counts(counts: Sequence[int | None], slices: int) -> Sequence[int]:
+    """The count of each slice read (0 where none was counted)."""
     if not counts:
-        return [0] * (slices + 1)
-    if None in counts:  # slices with no field (none counted): in C when there are none
-        counts = [c or 0 for c in counts]
-    return list(accumulate(counts, initial=0))  # type: ignore[arg-type]  # no None left
+        return [0] * slices
+    if None in counts:  # slices with no field: in C when there are none
+        return [c or 0 for c in counts]
+    return counts  # type: ignore[return-value]  # no None
 
 
 class Sums:
@@ -302,17 +308,17 @@ class Sums:
     prefixes of one list of parts, so each is the one below plus one series: remembered, the
     buckets of a label set cost one addition each, not one per bucket below."""
 
-    def __init__(self, totals: dict[str, list[int]], slices: int) -> None:
-        self.totals = totals
+    def __init__(self, counts: dict[str, Sequence[int]], slices: int) -> None:
+        self.counts = counts
         self.known: dict[tuple[str, ...], list[int]] = {(): [0] * (slices + 1)}
 
     def of(self, parts: tuple[str, ...]) -> list[int]:
         found = self.known.get(parts)
         if found is None:
             if len(parts) == 1:
-                found = self.totals[parts[0]]
+                found = list(accumulate(self.counts[parts[0]], initial=0))
             else:
-                below, last = self.of(parts[:-1]), self.totals[parts[-1]]
+                below, last = self.of(parts[:-1]), self.of(parts[-1:])
                 found = [a + b for a, b in zip(below, last, strict=True)]
             self.known[parts] = found
         return found

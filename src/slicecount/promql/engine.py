@@ -202,14 +202,16 @@ class Evaluator:
         inside_of: dict[int, _Windows] = {}  # series read alike share their windows
         direct = where == list(range(len(distinct)))  # a value per time, in order: no spreading
         for raw in self.data[node.vector]:
-            totals = raw.totals
             scale = 1.0 if name == "count_over_time" else raw.scale
-            inside = inside_of.get(len(totals))
+            size = len(raw.counts) + 1 if raw.counts is not None else len(raw.totals)
+            inside = inside_of.get(size)
             if inside is None:
-                inside = inside_of[len(totals)] = _Windows(
-                    [w for w in distinct if w[1] < len(totals)]
-                )
-            found: list[Value] = compute(totals, inside, span, p, scale)  # type: ignore[assignment]
+                inside = inside_of[size] = _Windows([w for w in distinct if w[1] < size])
+            found: list[Value]
+            if name == "increase" and scale == 1.0 and inside.each_slice and raw.counts:
+                found = list(raw.counts[inside.bounds[0]])  # type: ignore[index]  # each_slice
+            else:
+                found = compute(raw.totals, inside, span, p, scale)  # type: ignore[assignment]
             found += [None] * (len(distinct) - len(inside))  # windows past what was read
             values = found if direct else _spread(found, where)
             out.append(Series(raw.labels if keep_name else without_name(raw.labels), values))
@@ -248,6 +250,7 @@ class _Windows(list[tuple[int, int]]):
     def __init__(self, windows: list[tuple[int, int]]) -> None:
         super().__init__(windows)
         self.bounds: tuple[slice, slice] | None = None
+        self.each_slice = False  # one slice each, one after the other: the counts themselves
         if len(windows) > 1:
             (b, a), (b1, _) = windows[0], windows[1]
             stride, n = b1 - b, len(windows)
@@ -256,6 +259,7 @@ class _Windows(list[tuple[int, int]]):
                 ends = range(a, a + n * stride, stride)
                 if list(zip(starts, ends, strict=True)) == windows:
                     self.bounds = slice(b, starts[-1] + 1, stride), slice(a, ends[-1] + 1, stride)
+                    self.each_slice = stride == 1 and a - b == 1
 
 
 def _differences(t: Sequence[int], ws: Windows) -> list[int]:

@@ -7,6 +7,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import Decimal
+from itertools import accumulate
 
 from slicecount.errors import QueryError
 from slicecount.promql.ast import NAME_LABEL
@@ -78,14 +79,36 @@ def window(span: float, precision: int) -> int:
     return max(precision, math.floor(span / precision + 0.5) * precision)
 
 
-@dataclass(frozen=True)
 class Raw:
     """One series as PromQL sees it: exposed labels and the running totals at each boundary
-    from ``Grid.first`` (ints, exact; ``scale`` turns micro-units into base units)."""
+    from ``Grid.first`` (ints, exact; ``scale`` turns micro-units into base units). Given the
+    slice counts of one stored series (``counts``) instead, the totals are summed when first
+    asked for: the counts of one slice each (a panel's points) are read from them directly."""
 
-    labels: Labels
-    totals: Sequence[int]
-    scale: float = 1.0
+    __slots__ = ("_totals", "counts", "labels", "scale")
+
+    def __init__(
+        self,
+        labels: Labels,
+        totals: Sequence[int] | None = None,
+        scale: float = 1.0,
+        counts: Sequence[int] | None = None,
+    ) -> None:
+        if totals is None and counts is None:
+            raise ValueError("Raw needs totals or counts")
+        self.labels = labels
+        self.scale = scale
+        self.counts = counts
+        self._totals = totals
+
+    @property
+    def totals(self) -> Sequence[int]:
+        if self._totals is None:
+            self._totals = list(accumulate(self.counts or (), initial=0))
+        return self._totals
+
+    def __repr__(self) -> str:
+        return f"Raw({self.labels!r}, {self.totals!r}, {self.scale!r})"
 
 
 class Series:
