@@ -96,3 +96,11 @@ def test_shards_default_to_one_and_to_many_on_a_cluster() -> None:
     assert Settings().shards == 1
     assert Settings(redis_url="redis+cluster://a:7000").shards == 64
     assert Settings(redis_url="redis+cluster://a:7000", shards=12).shards == 12
+
+
+def test_the_cleaners_sweep_period() -> None:
+    assert Settings().sweep_period == 3600
+    assert Settings.from_env({"SLICECOUNT_SWEEP_PERIOD": "600"}).sweep_period == 600
+    for bad in ("0", "-5", "soon", "nan"):
+        with pytest.raises(ConfigurationError, match="sweep_period"):
+            Settings.from_env({"SLICECOUNT_SWEEP_PERIOD": bad})

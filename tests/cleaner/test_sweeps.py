@@ -15,9 +15,12 @@ from collections import Counter, defaultdict
 
 import pytest
 import redis
+from click.testing import CliRunner, Result
 
 from slicecount.cleaner import Cleaner, PassStats
 from slicecount.cleaner.plan import pass_index, pass_start, sweep_every
+from slicecount.cli import main
+from slicecount.config import DEFAULT_PRECISIONS as PRECISIONS
 from slicecount.config import Settings
 from slicecount.slices import oldest_kept, slice_start
 from slicecount.store import Store
@@ -202,6 +205,38 @@ def test_once_from_cron_sweeps_once_per_period(
     minute = slice_start(AT, 60)
     assert per_run == {minute: 7, minute + 3600: 5}
     assert dead_left(populated, redis_client) == ([], [])
+
+
+@pytest.mark.topologies("standalone")
+def test_the_sweep_period_options_and_the_deprecated_sweep_every(
+    populated: Store, redis_url: str
+) -> None:
+    def cleaner(at: float, *options: str) -> Result:
+        args = ["cleaner", "--redis-url", redis_url, "--once", "--now", str(at), *options]
+        return CliRunner().invoke(main, args)
+
+    def swept_at() -> dict[int, int]:
+        return populated.cleaner_records()[1]
+
+    first = pass_start(pass_index(AT, 60), 60)
+    assert cleaner(AT).exit_code == 0 and swept_at() == dict.fromkeys(PRECISIONS, first)
+    # a sweep every 2 passes of 30 s: a period of 60 s, so 1, 5 and 60 s slices are swept
+    # again a minute later (the others once per slice); the option says it is deprecated
+    old = cleaner(AT + 60, "--sweep-every", "2", "--interval", "30")
+    assert old.exit_code == 0 and "deprecated" in old.stderr
+    second = pass_start(pass_index(AT + 60, 30), 30)  # 20:35:30
+    assert swept_at() == dict.fromkeys(PRECISIONS, first) | dict.fromkeys((1, 5, 60), second)
+    assert cleaner(AT + 120).exit_code == 0  # the default period: nothing due yet
+    assert swept_at()[1] == second
+    assert cleaner(AT + 240, "--sweep-period", "120").exit_code == 0
+    assert swept_at()[1] == first + 240 and swept_at()[300] == first
+    both = cleaner(AT + 300, "--sweep-period", "60", "--sweep-every", "2")
+    assert both.exit_code == 2 and "not both" in both.stderr
+    bad = cleaner(AT + 300, "--sweep-period", "0")
+    assert bad.exit_code == 2 and "--sweep-period" in bad.stderr
+    with pytest.warns(DeprecationWarning, match="sweep_period"):
+        assert Cleaner(populated, interval=30, sweep_every=4).sweep_period == 120
+    assert Cleaner(populated).sweep_period == 3600
 
 
 RACE_SPEED = 600.0
