@@ -114,7 +114,8 @@ def main() -> None:
 
         def ours(cleaner: Cleaner, every: bool, swept: int) -> int:
             stats = cleaner.run_once(every_precision=every)
-            assert stats is not None and len(stats.swept) == swept, stats.swept
+            assert stats is not None
+            assert len(stats.swept) == swept, stats.swept
             # + lease, records read, cutoffs written, annotations, figures; per sweep a claim
             # and a record
             return stats.calls + 5 + 2 * len(stats.swept)
