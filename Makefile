@@ -3,11 +3,16 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+DEMO_STAMP := $(VENV)/.demo-installed
 
-.PHONY: demo test quick bench bench-compare bench-exactness bench-failover bench-unique clean
-CODE := src tests benchmarks examples
+.PHONY: demo test quick dist docs docs-serve bench bench-compare bench-exactness bench-failover bench-unique clean
+CODE := src tests benchmarks examples tools
+# The docs site: --strict turns a broken link or anchor, or a stale generated reference page,
+# into an error (never --quiet: it hides the warnings strict mode counts). ~2 s.
+MKDOCS := NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs
 
-demo: $(STAMP)
+# What the demo runs and nothing more (slicecount[demo]: no test or lint tools, no browser).
+demo: $(DEMO_STAMP)
 	$(BIN)/slicecount demo
 
 # Everything, with coverage: what .ci/run and the README run. The tests run on every core
@@ -16,6 +21,7 @@ test: $(STAMP)
 	$(BIN)/ruff check $(CODE)
 	$(BIN)/ruff format --check $(CODE)
 	$(BIN)/mypy
+	$(MKDOCS) build --strict
 	$(BIN)/python -m pytest -n auto --cov --cov-report=
 	$(BIN)/coverage report
 
@@ -24,11 +30,21 @@ test: $(STAMP)
 quick: $(STAMP)
 	$(BIN)/ruff check $(CODE)
 	$(BIN)/ruff format --check $(CODE)
+	$(MKDOCS) build --strict
 	@types=$$(mktemp); $(BIN)/mypy >$$types 2>&1 & mypy=$$!; \
 	echo "$(BIN)/mypy (in the background) and $(BIN)/python -m pytest -q -n auto -m 'not slow'"; \
 	$(BIN)/python -m pytest -q -n auto -m "not slow"; tests=$$?; \
 	wait $$mypy; typed=$$?; cat $$types; rm -f $$types; \
 	test $$tests -eq 0 && test $$typed -eq 0
+
+# The reference pages (configuration, CLI) written again from the code, then the site in site/
+docs: $(STAMP)
+	$(BIN)/python tools/docs_reference.py
+	$(MKDOCS) build --strict
+
+docs-serve: $(STAMP)
+	$(BIN)/python tools/docs_reference.py
+	$(MKDOCS) serve
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_recorder.py
@@ -59,12 +75,27 @@ BEFORE ?= HEAD
 bench-compare: $(STAMP)
 	$(BIN)/python benchmarks/compare.py --before $(BEFORE) $(ARGS)
 
-$(STAMP): pyproject.toml
+# The release files in dist/, checked as PyPI would check them (make test does the same in
+# tests/test_packaging.py, in a temporary folder).
+dist: $(STAMP)
+	rm -rf dist
+	$(BIN)/python -m build --outdir dist .
+	$(BIN)/twine check --strict dist/*
+
+# $(call install,EXTRA): the virtualenv with slicecount (editable) and EXTRA, then the stamp
+define install
 	$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 10) and "slicecount needs Python >= 3.10")'
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet -e '.[$(1)]'
 	touch $@
+endef
+
+$(STAMP): pyproject.toml
+	$(call install,dev)
+
+$(DEMO_STAMP): pyproject.toml
+	$(call install,demo)
 
 clean:
-	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache .coverage build dist
+	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache .coverage build dist site

@@ -21,6 +21,7 @@ import http.client
 import json
 import multiprocessing
 import os
+import socket
 import statistics
 import subprocess
 import sys
@@ -35,7 +36,7 @@ import redis
 
 from figures import Figure, emit, json_flag  # beside this file (python puts it on sys.path)
 from slicecount import series_id
-from slicecount.embedded import EmbeddedRedis, free_port
+from slicecount.embedded import EmbeddedRedis, listen
 
 PROBE_EVERY = 0.040
 """Seconds between two probes' scheduled times."""
@@ -65,8 +66,9 @@ def seed(url: str, series: int, points: int, first: int) -> None:
     client.close()
 
 
-def serve(redis_url: str, port: int, retention: int) -> subprocess.Popen[bytes]:
-    """The datasource as users run it: uvicorn, settings from the environment."""
+def serve(redis_url: str, sock: socket.socket, retention: int) -> subprocess.Popen[bytes]:
+    """The datasource as users run it: uvicorn, settings from the environment; on ``sock``,
+    bound here, so the server that answers on its port is this one."""
     env = {
         **os.environ,
         "SLICECOUNT_REDIS_URL": redis_url,
@@ -74,9 +76,11 @@ def serve(redis_url: str, port: int, retention: int) -> subprocess.Popen[bytes]:
     }
     command = [
         sys.executable, "-m", "uvicorn", "--factory", "slicecount.datasource.app:from_env",
-        "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning",
+        "--fd", str(sock.fileno()), "--log-level", "warning",
     ]  # fmt: skip
-    process = subprocess.Popen(command, env=env)
+    with sock:
+        process = subprocess.Popen(command, env=env, pass_fds=(sock.fileno(),))
+        port = sock.getsockname()[1]
     deadline = time.monotonic() + 20
     while True:
         try:
@@ -175,8 +179,9 @@ def run(args: argparse.Namespace) -> tuple[list[float], Rounds, float | None]:
     ).encode()
     with EmbeddedRedis() as server:
         seed(server.url, args.series, args.points, first)
-        port = free_port()
-        datasource = serve(server.url, port, retention=args.points + 3600)
+        sock = listen()
+        port = sock.getsockname()[1]
+        datasource = serve(server.url, sock, retention=args.points + 3600)
         parent, child = multiprocessing.Pipe()
         spawn = multiprocessing.get_context("spawn")
         clients = spawn.Process(target=heavy_client, args=(port, body, args.heavy, child))

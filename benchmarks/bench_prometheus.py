@@ -46,9 +46,8 @@ BUCKET_US = [3, 8, 20, 40, 80, 200, 400, 800, 2000, 4000, 8000, 12000]  # x 1000
 HISTORY, FINE = 7200, 600  # seconds written; the last FINE also at precisions 1 and 5
 STEP, SEL = 15, '{route=~".*",method=~".*"}'
 RATE = f"rate(http_requests_total{SEL}[1m0s])"
-QUANTILE = (
-    "histogram_quantile({q}, sum by (le, {by}) (rate(http_request_duration_bucket{s}[1m0s])))"
-)
+BUCKETS = "http_request_duration_seconds_bucket"
+QUANTILE = "histogram_quantile({q}, sum by (le, {by}) (rate(" + BUCKETS + "{s}[1m0s])))"
 DASHBOARD = [  # (path, query): the "HTTP overview (Prometheus)" panels, and more of the kind
     ("query_range", f"sum by (status) ({RATE})"),
     ("query_range", f'(sum(rate(http_requests_total{{status=~"5..",route=~".*",method=~".*"}}'
@@ -58,8 +57,8 @@ DASHBOARD = [  # (path, query): the "HTTP overview (Prometheus)" panels, and mor
     ("query_range", f"sum by (route) (increase(http_requests_total{SEL}[1m0s]))"),
     ("query_range", f"topk(5, sum by (route) ({RATE}))"),
     ("query_range", f"sum by (method) ({RATE})"),
-    ("query_range", "sum(rate(http_request_duration_sum[1m0s])) / "
-                    "sum(rate(http_request_duration_count[1m0s]))"),
+    ("query_range", "sum(rate(http_request_duration_seconds_sum[1m0s])) / "
+                    "sum(rate(http_request_duration_seconds_count[1m0s]))"),
     ("query_range", 'sum by (route) (rate(http_requests_total{status=~"5.."}[1m0s])) / '
                     "sum by (route) (rate(http_requests_total[1m0s]))"),
     ("query_range", QUANTILE.format(q="0.95", by="method", s="")),

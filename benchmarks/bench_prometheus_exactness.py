@@ -26,6 +26,7 @@ import http.client
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -44,7 +45,7 @@ from werkzeug.middleware.dispatcher import DispatcherMiddleware
 import slicecount
 from figures import Figure, emit, json_flag  # beside this file (python puts it on sys.path)
 from slicecount import Store, parse_series
-from slicecount.embedded import EmbeddedRedis, free_port
+from slicecount.embedded import EmbeddedRedis, free_port, listen
 from slicecount.middleware.flask import SliceCount
 
 HERE = Path(__file__).resolve().parent
@@ -115,14 +116,26 @@ def create_app() -> Flask:
 class Child:
     """A server in a child process, its output in a log file; stopped by its own pid."""
 
-    def __init__(self, name: str, command: list[str], logs: Path, env: dict[str, str]) -> None:
+    def __init__(
+        self,
+        name: str,
+        command: list[str],
+        logs: Path,
+        env: dict[str, str],
+        sock: socket.socket | None = None,
+    ) -> None:
+        """``sock``: the listening socket the server takes (``listen()``), so the server that
+        answers on its port is this one; closed here once the child holds it."""
         self.name = name
         self.log = logs / f"{name}.log"
         with self.log.open("wb") as output:
             self.process = subprocess.Popen(
                 command, env=env, stdout=output, stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL, start_new_session=True,
+                pass_fds=() if sock is None else (sock.fileno(),),
             )  # fmt: skip
+        if sock is not None:
+            sock.close()
 
     def wait_ready(self, url: str) -> None:
         """Until ``url`` answers 200; else exit non-zero with the end of the log."""
@@ -338,7 +351,10 @@ def main() -> None:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([tree, str(HERE)]),
            "PYTHONUNBUFFERED": "1"}  # fmt: skip
     py = sys.executable
-    app_port, prom_port, ds_port = free_port(), free_port(), free_port()
+    # The app and the datasource serve on sockets bound here: a reply on their ports is
+    # theirs. Prometheus binds its own port (it takes no socket): a free one, checked.
+    app_sock, ds_sock, prom_port = listen(), listen(), free_port()
+    app_port, ds_port = app_sock.getsockname()[1], ds_sock.getsockname()[1]
     with contextlib.ExitStack() as stack:
         logs = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-prom-")))
         redis = stack.enter_context(EmbeddedRedis())
@@ -347,10 +363,10 @@ def main() -> None:
 
         app = Child("app", [
             py, "-m", "gunicorn", "-w", "1", "-k", "gthread", "--threads", "4",
-            "-b", f"127.0.0.1:{app_port}", "--keep-alive", "5",
+            "-b", f"fd://{app_sock.fileno()}", "--keep-alive", "5",
             "-c", "python:slicecount.examples.gunicorn_conf",  # the worker flushes at exit
             f"{Path(__file__).stem}:create_app()",
-        ], logs, env)  # fmt: skip
+        ], logs, env, app_sock)  # fmt: skip
         stack.callback(app.stop)
         app.wait_ready(f"http://127.0.0.1:{app_port}/metrics")
 
@@ -364,10 +380,10 @@ def main() -> None:
         prom_url = f"http://127.0.0.1:{prom_port}"
         prometheus.wait_ready(f"{prom_url}/-/ready")
 
-        datasource = Child("datasource", [
-            py, "-m", "slicecount.cli", "datasource", "--redis-url", redis.url,
-            "--host", "127.0.0.1", "--port", str(ds_port),
-        ], logs, env)  # fmt: skip
+        datasource = Child("datasource", [  # `slicecount datasource`, on the socket
+            py, "-m", "uvicorn", "--factory", "slicecount.datasource.app:from_env",
+            "--fd", str(ds_sock.fileno()), "--log-level", "warning",
+        ], logs, env, ds_sock)  # fmt: skip
         stack.callback(datasource.stop)
         ds_url = f"http://127.0.0.1:{ds_port}"
         datasource.wait_ready(f"{ds_url}/")

@@ -16,7 +16,9 @@ import redis
 
 from slicecount.config import Settings
 from slicecount.embedded import EmbeddedRedis
+from slicecount.errors import StartupError
 from slicecount.store import Store
+from tests.tls import Certificates, TlsRedis, make_certificates
 from tests.topologies import ClusterGroup, Existing, SentinelGroup
 
 Group = ClusterGroup | SentinelGroup | Existing
@@ -44,6 +46,37 @@ def _name(topology: object) -> str:
 def redis_server() -> Iterator[EmbeddedRedis]:
     with EmbeddedRedis() as server:
         yield server
+
+
+@pytest.fixture(scope="session")
+def tls_certificates(tmp_path_factory: pytest.TempPathFactory) -> Certificates:
+    """A CA, a server certificate for 127.0.0.1 and a client certificate (openssl)."""
+    return make_certificates(tmp_path_factory.mktemp("tls"))
+
+
+def _tls_server(certs: Certificates, client_certificates: bool) -> TlsRedis:
+    server = TlsRedis(certs, client_certificates=client_certificates)
+    try:
+        return server.start()
+    except StartupError as exc:
+        server.close()
+        pytest.skip(f"this redis-server cannot serve TLS (--tls-port): {exc}")
+
+
+@pytest.fixture(scope="session")
+def tls_redis(tls_certificates: Certificates) -> Iterator[TlsRedis]:
+    """Managed Redis: TLS only, the CA enough for a client, a password, a restricted ACL user."""
+    server = _tls_server(tls_certificates, client_certificates=False)
+    yield server
+    server.close()
+
+
+@pytest.fixture(scope="session")
+def mtls_redis(tls_certificates: Certificates) -> Iterator[TlsRedis]:
+    """The same, asking every client for a certificate its CA signed."""
+    server = _tls_server(tls_certificates, client_certificates=True)
+    yield server
+    server.close()
 
 
 @pytest.fixture(scope="session")

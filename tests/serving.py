@@ -10,15 +10,18 @@ from typing import Any
 
 import uvicorn
 
-from slicecount.embedded import free_port
+from slicecount.embedded import listen
 
 
 @contextmanager
 def serving(app: Any) -> Iterator[int]:
-    """Serve ``app`` on 127.0.0.1 until the block ends; yields the port."""
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
+    """Serve ``app`` on 127.0.0.1 until the block ends; yields the port. The socket is bound
+    here, so what answers on the port is this server (never another that took a port only
+    guessed free)."""
+    sock = listen()
+    port = sock.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     deadline = time.monotonic() + 10
     while not server.started:
@@ -29,3 +32,4 @@ def serving(app: Any) -> Iterator[int]:
     finally:
         server.should_exit = True
         thread.join(10)
+        sock.close()

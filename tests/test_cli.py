@@ -59,12 +59,15 @@ def test_datasource_command_serves_http(redis_server: EmbeddedRedis, store: Stor
         deadline = time.monotonic() + 20
         while True:
             try:
-                health = httpx.get(f"http://127.0.0.1:{port}/", timeout=2)
+                health = httpx.get(
+                    f"http://127.0.0.1:{port}/", headers={"Authorization": "Bearer t0k"}, timeout=2
+                )
                 break
             except httpx.TransportError:
                 assert time.monotonic() < deadline, "datasource did not start"
                 time.sleep(0.1)
         assert health.status_code == 200
+        assert httpx.get(f"http://127.0.0.1:{port}/").status_code == 401  # Grafana without it
         names = httpx.post(
             f"http://127.0.0.1:{port}/search", json={}, headers={"Authorization": "Bearer t0k"}
         )

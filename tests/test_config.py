@@ -1,8 +1,12 @@
 from __future__ import annotations
 
+from dataclasses import fields
+
 import pytest
 
+from slicecount import environment
 from slicecount.config import DEFAULT_PRECISIONS, Settings
+from slicecount.datasource.limits import Limits
 from slicecount.errors import ConfigurationError
 
 
@@ -96,6 +100,58 @@ def test_shards_default_to_one_and_to_many_on_a_cluster() -> None:
     assert Settings().shards == 1
     assert Settings(redis_url="redis+cluster://a:7000").shards == 64
     assert Settings(redis_url="redis+cluster://a:7000", shards=12).shards == 12
+
+
+@pytest.fixture
+def fresh_warnings(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Warnings of unknown variables are once per process: start this test with none."""
+    monkeypatch.setattr(environment, "_warned", set())
+
+
+def test_an_unknown_variable_is_warned_once_naming_the_closest(
+    fresh_warnings: None, caplog: pytest.LogCaptureFixture
+) -> None:
+    env = {"SLICECOUNT_PRECISION": "1,60", "SLICECOUNT_REDIS_ULR": "redis://h", "SLICECOUNT_X": "1"}
+    settings = Settings.from_env(env)
+    assert settings.precisions == DEFAULT_PRECISIONS  # ignored, as before, but said
+    warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert warned == [
+        "SLICECOUNT_PRECISION is not a slicecount setting and is ignored: did you mean "
+        "SLICECOUNT_PRECISIONS?",
+        "SLICECOUNT_REDIS_ULR is not a slicecount setting and is ignored: did you mean "
+        "SLICECOUNT_REDIS_URL?",
+        "SLICECOUNT_X is not a slicecount setting and is ignored: no setting is named so",
+    ]
+    caplog.clear()
+    Settings.from_env(env)
+    assert caplog.records == []  # once per process
+
+
+def test_every_variable_slicecount_reads_is_known(
+    fresh_warnings: None, caplog: pytest.LogCaptureFixture
+) -> None:
+    # the datasource's limits, the test suite's own and every setting: none is warned
+    env = {"SLICECOUNT_" + f.name.upper(): "1" for f in fields(Limits)}
+    env |= {"SLICECOUNT_TEST_CLUSTER_URL": "x", "SLICECOUNT_README_SCREENSHOT": "x"}
+    env |= {"SLICECOUNT_" + f.name.upper(): "" for f in fields(Settings) if f.init}
+    env |= {"OTHER_PRECISION": "1"}
+    assert environment.warn_unknown(env, [f.name for f in fields(Settings)]) == []
+    Settings.from_env(env)
+    assert caplog.records == []
+
+
+@pytest.mark.parametrize(
+    ("url", "message"),
+    [
+        ("localhost:6379", "redis URL 'localhost:6379' has no scheme: write e.g. "
+         "redis://localhost:6379"),
+        ("/run/redis.sock", "write e.g. unix:///run/redis.sock"),
+    ],
+)  # fmt: skip
+def test_a_url_without_a_scheme_says_how_to_write_it(url: str, message: str) -> None:
+    with pytest.raises(ConfigurationError) as raised:
+        Settings(redis_url=url)
+    assert message in str(raised.value)
 
 
 def test_the_cleaners_sweep_period() -> None:

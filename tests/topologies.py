@@ -378,9 +378,9 @@ def write_through_load(url: str, failover: Callable[[], object], load: Load) -> 
 
         flushes = 0
 
-        def flush(self) -> bool:
+        def flush(self, deadline: float | None = None) -> bool:
             self.flushes += 1
-            return super().flush()
+            return super().flush(deadline)
 
     settings = Settings(redis_url=url, socket_timeout=1.0)
     keys = [[f"{w}:{i}" for i in range(load.series)] for w in range(load.writers)]

@@ -7,18 +7,39 @@ import logging
 import os
 import signal
 import sys
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
-import click
-
-from slicecount.config import Settings
-from slicecount.errors import SlicecountError
+from slicecount import demo_state
+from slicecount.config import ENV_PREFIX, Settings
+from slicecount.errors import ConfigurationError, MissingExtra, SlicecountError
 from slicecount.store import Store
+from slicecount.topology import redact
+
+try:
+    import click
+except ModuleNotFoundError as exc:
+    raise MissingExtra("cli", exc, "the slicecount command") from exc
 
 
-@click.group()
+class Commands(click.Group):
+    """The commands; a ``SlicecountError`` any of them lets out (Redis unreachable, a refusal)
+    is one line on stderr and exit status 1, not a traceback nor a usage error."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except SlicecountError as exc:
+            click.echo(f"error: {exc}", err=True)
+            ctx.exit(1)
+
+
+@click.group(cls=Commands)
+@click.version_option(
+    package_name="slicecount", prog_name="slicecount", message="%(prog)s %(version)s"
+)
 @click.option("-v", "--verbose", count=True, help="More log output (-vv for debug).")
 def main(verbose: int) -> None:
     """slicecount: counters over time in Redis, at seven precisions at once."""
@@ -54,6 +75,8 @@ def settings_options(command: Callable[..., Any]) -> Callable[..., Any]:
         }
         if "token" in kwargs:
             given["token"] = kwargs.pop("token")
+        if given["redis_url"] is None and not os.environ.get(ENV_PREFIX + "REDIS_URL"):
+            given["redis_url"] = demo_redis_url()
         try:
             settings = Settings.from_env(**given)
         except SlicecountError as exc:
@@ -65,31 +88,47 @@ def settings_options(command: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
+def demo_redis_url() -> str | None:
+    """The Redis of a ``slicecount demo`` running now, said on stderr, else None."""
+    running = demo_state.running()
+    if running is None:
+        return None
+    click.echo(
+        f"reading the running demo's redis {running.redis_url} (pid {running.pid}); "
+        "--redis-url or SLICECOUNT_REDIS_URL to choose another",
+        err=True,
+    )
+    return running.redis_url
+
+
 @main.command()
 @settings_options
 @click.option("--token", help="require this bearer token / basic password [SLICECOUNT_TOKEN]")
 @click.option("--host", default="127.0.0.1", show_default=True, help="address to listen on")
 @click.option("--port", default=8080, show_default=True, help="port to listen on")
-@click.option("--workers", default=1, show_default=True, help="uvicorn worker processes")
+@click.option("--workers", default=1, show_default=True, type=click.IntRange(min=1),
+              help="worker processes (each gets every option)")  # fmt: skip
 def datasource(settings: Settings, host: str, port: int, workers: int) -> None:
     """Serve the Grafana JSON datasource (simpod-json-datasource or SimpleJSON)."""
-    import uvicorn
-
-    from slicecount.datasource.app import create_app
+    try:
+        from slicecount.datasource.serving import serve
+    except ModuleNotFoundError as exc:
+        raise click.ClickException(
+            str(MissingExtra("datasource", exc, "slicecount datasource"))
+        ) from None
+    from slicecount.datasource.auth import open_warning
     from slicecount.datasource.limits import Limits
 
-    click.echo(f"slicecount datasource on http://{host}:{port}/ reading {settings.redis_url}")
-    if workers > 1:  # uvicorn needs an import string to start several processes
-        uvicorn.run(
-            "slicecount.datasource.app:from_env", factory=True, host=host, port=port,
-            workers=workers, log_level="warning", env_file=None,
-        )  # fmt: skip
-        return
     try:
         limits = Limits.from_env(os.environ)
     except SlicecountError as exc:
         raise click.BadParameter(str(exc)) from None
-    uvicorn.run(create_app(settings, limits=limits), host=host, port=port, log_level="warning")
+    click.echo(
+        f"slicecount datasource on http://{host}:{port}/ reading {redact(settings.redis_url)}"
+    )
+    if not settings.token:
+        click.echo(f"warning: {open_warning(f'http://{host}:{port}/')}", err=True)
+    serve(settings, limits, host, port, workers)
 
 
 @main.command()
@@ -216,11 +255,11 @@ def show(
     try:
         span = view.parse_span(since)
         settings.check_precision(precision)
-        with Store(settings) as store:
-            end = time.time()
-            starts, rows = view.collect(store, name, precision, end - span, end, by)
-    except SlicecountError as exc:
+    except ConfigurationError as exc:
         raise click.UsageError(str(exc)) from None
+    with Store(settings) as store:  # Redis unreachable: one line, status 1 (Commands)
+        end = time.time()
+        starts, rows = view.collect(store, name, precision, end - span, end, by)
     if as_json:
         click.echo(json.dumps({
             "name": name, "precision": precision, "by": by, "start": starts[0],
@@ -253,15 +292,25 @@ def demo(duration: float | None, port: int, rate: float, seed: int | None, synth
             return
         from slicecount.demo import Demo
 
-        stack = Demo(port=port, rate=rate, seed=seed)
-    except SlicecountError as exc:  # no redis-server binary, a missing demo dependency
+        stack = Demo(port=port, rate=rate, seed=seed)  # a missing dependency, a port in use
+    except SlicecountError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(1)
+    # The services run in sessions of their own: a terminal's Ctrl-C (or a hang-up) reaches
+    # only this process, which stops them in order; a second one kills what still runs.
+    hurry = threading.Event()
+    stopping = threading.Event()
 
     def on_signal(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt
+        if not stopping.is_set():
+            raise KeyboardInterrupt
+        if not hurry.is_set():
+            click.echo("killing what still runs: its counts may be lost", err=True)
+        hurry.set()
 
-    signal.signal(signal.SIGTERM, on_signal)
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, on_signal)
+    failed = False
     try:
         click.echo("starting the slicecount demo ...")
         stack.start(click.echo)
@@ -269,13 +318,19 @@ def demo(duration: float | None, port: int, rate: float, seed: int | None, synth
                    else f"traffic running for {duration:g} s; Ctrl-C stops everything")  # fmt: skip
         stack.run(duration if duration is not None else 10 * 365 * 86400.0, click.echo)
     except KeyboardInterrupt:
-        click.echo("stopping ...")
+        pass
     except SlicecountError as exc:
         click.echo(f"error: {exc}", err=True)
-        sys.exit(1)
+        failed = True
     finally:
-        stack.stop()
-    click.echo("stopped: every service exited, counts flushed, redis stopped")
+        stopping.set()
+        click.echo("stopping: traffic, the apps (writing their last counts), the cleaner and "
+                   "the datasource, redis last ...")  # fmt: skip
+        stopped = stack.stop(hurry)
+    if failed or stopped.lost:
+        click.echo(stopped.report(), err=True)
+        sys.exit(1)
+    click.echo(stopped.report())
 
 
 if __name__ == "__main__":

@@ -9,8 +9,10 @@ from dataclasses import dataclass, field, fields, replace
 from types import MappingProxyType
 from typing import Any
 
+from slicecount.environment import ENV_PREFIX as ENV_PREFIX  # (re-exported: it was here)
+from slicecount.environment import warn_unknown
 from slicecount.errors import ConfigurationError
-from slicecount.topology import parse_url
+from slicecount.topology import REDACTED, parse_url, redact
 
 DEFAULT_REDIS_URL = "redis://localhost:6379/0"
 """Where Redis is when nothing says otherwise."""
@@ -29,6 +31,9 @@ DEFAULT_MAX_METRICS = 1000
 DEFAULT_MAX_FUTURE = 300.0
 """Seconds a count's time may lie ahead of the clock (hosts' clocks disagree a little); a time
 further ahead is refused, so no far-future slice can outlive retention."""
+DEFAULT_CLOSE_TIMEOUT = 5.0
+"""Seconds a Recorder keeps trying to write its last counts when it closes (at exit too): well
+inside gunicorn's graceful timeout (30 s) and Kubernetes' grace period (30 s)."""
 DEFAULT_SOCKET_TIMEOUT = 5.0
 """Seconds a Redis call may take before it counts as failed (the flusher retries later)."""
 UNIQUE_MIN_PRECISION = 60
@@ -42,7 +47,6 @@ DEFAULT_SWEEP_PERIOD = 3600.0
 """Seconds between two cleaner sweeps of a precision (the pass that lists every hash)."""
 
 
-ENV_PREFIX = "SLICECOUNT_"
 CLUSTER_SHARDS = 64
 """Shards on a Redis Cluster by default: the slots of the tags {0}..{63} fall 21/22/21 over the
 three masters of redis-cli's even layout (12 shards fall 4/5/3), and reads stay cheap (one
@@ -149,13 +153,22 @@ class Settings:
     """Every knob of slicecount. Values given as strings (environment, CLI) are parsed too."""
 
     redis_url: str = DEFAULT_REDIS_URL
+    """Where Redis is: ``redis://``, ``rediss://`` (TLS), ``unix://``, ``redis+sentinel://``,
+    ``redis+cluster://``, and ``rediss+`` of the last two; a password in the URL."""
     prefix: str = ""
+    """Put before every key (``P`` in the key layout), so that several apps share a Redis."""
     precisions: tuple[int, ...] = DEFAULT_PRECISIONS
     retention: Mapping[int, int] | int | str = DEFAULT_RETENTION
+    """Slices kept per precision: ``120``, or some precisions apart, ``1=300,60=1440`` (the
+    others keep 120); below 128 a hash stays in Redis's compact listpack encoding."""
     flush_interval: float = DEFAULT_FLUSH_INTERVAL
+    close_timeout: float = DEFAULT_CLOSE_TIMEOUT
+    """Seconds ``Recorder.close()`` (and the exit of the process) keeps trying to write what
+    is buffered; what is still unwritten then is logged as lost."""
     token: str | None = None
+    """The datasource's bearer token (or basic-auth password); none: it answers anyone."""
     shards: int = 0
-    """Registry and key shards (hash tags); 0 picks: 1 on one server, CLUSTER_SHARDS on a
+    """Registry and key shards (hash tags); 0 picks: 1 on one server, ``CLUSTER_SHARDS`` (64) on a
     Redis Cluster (where every transaction must lie in one slot)."""
     max_pending: int = DEFAULT_MAX_PENDING
     max_series_per_metric: int = DEFAULT_MAX_SERIES_PER_METRIC
@@ -190,6 +203,7 @@ class Settings:
         set_(self, "retention", values.pop() if len(values) == 1 else retention)
         set_(self, "flush_interval", _float("flush_interval", self.flush_interval))
         set_(self, "socket_timeout", _float("socket_timeout", self.socket_timeout))
+        set_(self, "close_timeout", _float("close_timeout", self.close_timeout))
         set_(self, "throttle_deadline", _float("throttle_deadline", self.throttle_deadline))
         if self.throttle_strategy not in ("fixed", "sliding"):
             raise ConfigurationError(
@@ -219,6 +233,15 @@ class Settings:
         if self.token == "":
             set_(self, "token", None)
 
+    def __repr__(self) -> str:
+        """The dataclass's repr with the URL's passwords and the token redacted (a repr ends
+        up in logs and tracebacks)."""
+        shown = {f.name: getattr(self, f.name) for f in fields(self) if f.repr}
+        shown["redis_url"] = redact(self.redis_url)
+        if self.token is not None:
+            shown["token"] = REDACTED
+        return f"Settings({', '.join(f'{name}={value!r}' for name, value in shown.items())})"
+
     def retention_for(self, precision: int) -> int:
         """Slices kept at ``precision``."""
         try:
@@ -245,6 +268,7 @@ class Settings:
             raise ConfigurationError(
                 f"unknown setting(s) {sorted(unknown)}; known: {sorted(known)}"
             )
+        warn_unknown(env, known)
         values: dict[str, Any] = {}
         for name in known:
             raw = env.get(ENV_PREFIX + name.upper())

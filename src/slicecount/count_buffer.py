@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 
 from slicecount.batches import Clock
 from slicecount.checks import time_error
+from slicecount.histogram import SUM_SUFFIX
 from slicecount.losses import Pending
 from slicecount.seconds_buffer import SecondsBuffer
 
@@ -75,6 +76,13 @@ class Counts(SecondsBuffer[dict[str, int]]):
         """Everything buffered, leaving the buffer empty (call with the lock held)."""
         return self._swap()
 
-    def events(self) -> int:
-        """Events buffered (for a log line)."""
-        return sum(sum(bucket.values()) for bucket in self._pending.values())
+    def describe(self) -> tuple[int, int, int]:
+        """(events, series, seconds) waiting, for a log line (a histogram's sum, in
+        micro-units, is no count of events and is left out)."""
+        counts, series = 0, set()
+        for bucket in self._pending.values():
+            for series_id, n in bucket.items():
+                series.add(series_id)
+                if not series_id.partition("{")[0].endswith(SUM_SUFFIX):
+                    counts += n
+        return counts, len(series), len(self._pending)

@@ -7,29 +7,30 @@ generator; a live summary every few seconds; everything stopped cleanly at the e
 
 from __future__ import annotations
 
-import http.client
 import os
-import signal
-import subprocess
+import socket
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from importlib.util import find_spec
 from pathlib import Path
 
-from slicecount.embedded import EmbeddedRedis, free_port
-from slicecount.errors import StartupError
+from slicecount import demo_state
+from slicecount.config import Settings
+from slicecount.demo_services import STOP_TIMEOUT, Service
+from slicecount.embedded import EmbeddedRedis, listen
+from slicecount.errors import SlicecountError, StartupError
 from slicecount.examples.traffic import Traffic, flask_request, starlette_request
 from slicecount.series import parse
 from slicecount.store import Store
 
-START_TIMEOUT = 30.0
-"""Seconds each service may take to answer its first request."""
-STOP_TIMEOUT = 15.0
-"""Seconds each service may take to stop (and flush) after SIGTERM before it is killed."""
-NEEDS = ("flask", "sqlalchemy", "gunicorn")
+NEEDS = ("flask", "sqlalchemy", "gunicorn", "starlette", "uvicorn", "re2")
 """Modules the demo's services import beyond slicecount's own (``slicecount[demo]``)."""
+APPS = ("flask", "starlette")
+"""The services that count: stopped first, while Redis still takes their last counts."""
 
 
 def check_needs() -> None:
@@ -41,45 +42,28 @@ def check_needs() -> None:
         )
 
 
-class Service:
-    """One child process of the demo, its log in the demo's directory."""
+@dataclass
+class Stopped:
+    """How the demo stopped: the requests the apps answered, those Redis counted, and every
+    count that may be lost (empty: all written)."""
 
-    def __init__(self, name: str, command: list[str], env: dict[str, str], logs: Path) -> None:
-        self.name = name
-        self.log = logs / f"{name}.log"
-        with self.log.open("wb") as output:
-            # A session of its own: the terminal's Ctrl-C reaches the demo, which then stops
-            # each service gracefully (so the apps flush their counts) in a chosen order.
-            self.process = subprocess.Popen(
-                command, env=env, stdout=output, stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL, start_new_session=True,
-            )  # fmt: skip
+    answered: int = 0
+    failed: int = 0
+    """Requests that failed at the client (a timeout, a reset): the app may have counted them."""
+    counted: int | None = None
+    lost: list[str] = field(default_factory=list)
 
-    def wait_http(self, port: int) -> None:
-        deadline = time.monotonic() + START_TIMEOUT
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                break
-            try:
-                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
-                conn.request("GET", "/")
-                conn.getresponse().read()
-                conn.close()
-                return
-            except OSError:
-                time.sleep(0.1)
-        tail = self.log.read_text(errors="replace")[-2000:]
-        raise StartupError(f"{self.name} did not start on port {port}:\n{tail}")
-
-    def stop(self) -> None:
-        if self.process.poll() is not None:
-            return
-        self.process.send_signal(signal.SIGTERM)
-        try:
-            self.process.wait(STOP_TIMEOUT)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.process.pid, signal.SIGKILL)
-            self.process.wait()
+    def report(self) -> str:
+        """What the terminal says: "counts flushed" only when every count is accounted for."""
+        if self.lost:
+            return "\n  ".join(["stopped, but counts may be lost:", *self.lost])
+        if self.counted is None:  # the demo stopped before any traffic
+            return "stopped: every service exited, redis stopped"
+        failed = f", {self.failed} failed at the client" if self.failed else ""
+        return (
+            f"stopped: every service exited, counts flushed ({self.answered} requests "
+            f"answered, {self.counted} counted in redis{failed}), redis stopped"
+        )
 
 
 class Demo:
@@ -87,16 +71,26 @@ class Demo:
 
     def __init__(self, port: int = 8080, rate: float = 40.0, seed: int | None = None) -> None:
         check_needs()  # before any process or directory exists
+        # Every port bound first: one in use is an error naming it before anything starts,
+        # and each server takes its socket, so what answers on a port is the demo's own.
+        try:
+            self.sockets: dict[str, socket.socket] = {"datasource": listen(port)}
+        except StartupError as exc:
+            raise StartupError(f"{exc}: choose another with --port") from None
+        self.sockets.update(flask=listen(), starlette=listen())
         self.port = port
+        self.flask_port = self.sockets["flask"].getsockname()[1]
+        self.starlette_port = self.sockets["starlette"].getsockname()[1]
         self.rate = rate
         self.seed = seed
         self.logs = Path(tempfile.mkdtemp(prefix="slicecount-demo-"))
         self.redis = EmbeddedRedis()
         self.services: list[Service] = []
-        self.flask_port = free_port()
-        self.starlette_port = free_port()
         self.traffic: Traffic | None = None
         self.store: Store | None = None
+        self.state_file: Path | None = None
+        self.started = time.time()
+        self._thread: threading.Thread | None = None
 
     def start(self, echo: Callable[[str], None]) -> None:
         self.redis.start()
@@ -107,33 +101,44 @@ class Demo:
             "PYTHONUNBUFFERED": "1",
         }
         py = sys.executable
+        fd = {name: str(sock.fileno()) for name, sock in self.sockets.items()}
+        # (name, readiness path, command); the example apps do not count /health
         specs = [
-            ("flask", self.flask_port, [
+            ("flask", "/health", [
                 py, "-m", "gunicorn", "-w", "2", "-k", "gthread", "--threads", "4",
-                "-b", f"127.0.0.1:{self.flask_port}",
-                "-c", "python:slicecount.examples.gunicorn_conf",
+                "-b", f"fd://{fd['flask']}", "-c", "python:slicecount.examples.gunicorn_conf",
                 "slicecount.examples.flask_app:app"]),
-            ("starlette", self.starlette_port, [
-                py, "-m", "uvicorn", "slicecount.examples.starlette_app:app", "--host",
-                "127.0.0.1", "--port", str(self.starlette_port), "--no-access-log"]),
-            ("datasource", self.port, [
-                py, "-m", "slicecount.cli", "datasource", "--host", "127.0.0.1",
-                "--port", str(self.port)]),
-            ("cleaner", None, [py, "-m", "slicecount.cli", "cleaner", "--interval", "10"]),
+            ("starlette", "/health", [
+                py, "-m", "uvicorn", "slicecount.examples.starlette_app:app",
+                "--fd", fd["starlette"], "--no-access-log"]),
+            ("datasource", "/", [
+                py, "-m", "uvicorn", "--factory", "slicecount.datasource.app:from_env",
+                "--fd", fd["datasource"], "--log-level", "warning"]),
+            ("cleaner", "", [py, "-m", "slicecount.cli", "cleaner", "--interval", "10"]),
         ]  # fmt: skip
-        for name, port, command in specs:
-            service = Service(name, command, env, self.logs)
+        for name, path, command in specs:
+            sock = self.sockets.pop(name, None)
+            fds = () if sock is None else (sock.fileno(),)
+            service = Service(name, command, env, self.logs, pass_fds=fds)
             self.services.append(service)
-            if port is not None:
-                service.wait_http(port)
-        self.store = Store.from_url(self.redis.url)
+            if sock is not None:
+                port = sock.getsockname()[1]
+                sock.close()  # the service holds it now: if it dies, the port refuses
+                service.wait_http(port, path)
+        self.store = Store(Settings.from_env(env))  # the apps' settings, the demo's redis
         self.store.annotate("demo started", ["deploy"], title="demo started")
         flask = f"http://127.0.0.1:{self.flask_port}"
         starlette = f"http://127.0.0.1:{self.starlette_port}"
+        datasource = f"http://127.0.0.1:{self.port}/"
+        self.state_file = demo_state.publish(
+            demo_state.DemoState(os.getpid(), self.redis.url, datasource, str(self.logs))
+        )
         echo(f"redis      {self.redis.url}")
         echo(f"flask      {flask}  (gunicorn, 2 workers)")
         echo(f"starlette  {starlette}  (uvicorn)")
-        echo(f"datasource http://127.0.0.1:{self.port}/  <- Grafana: simpod-json-datasource URL")
+        echo(f"datasource {datasource}  <- Grafana: simpod-json-datasource URL")
+        echo("show       slicecount show http.requests --by status  (finds this redis while "
+             "the demo runs)")  # fmt: skip
         echo(f"logs       {self.logs}")
         pids = [s.process.pid for s in self.services] + [self.redis.pid or 0]
         echo(f"pids       {' '.join(str(p) for p in pids)}")
@@ -144,7 +149,7 @@ class Demo:
     def run(self, seconds: float, echo: Callable[[str], None], every: float = 3.0) -> None:
         """Traffic for ``seconds``, a summary line every ``every`` seconds."""
         assert self.traffic is not None
-        thread = self.traffic.start(seconds)
+        thread = self._thread = self.traffic.start(seconds)
         while thread.is_alive():
             thread.join(every)
             echo(self.summary())
@@ -169,12 +174,49 @@ class Demo:
             f"db {queries / window:4.1f} q/s  (sent {sent}, failed {failed})"
         )
 
-    def stop(self) -> None:
-        """Traffic first, then the apps (they flush), the datasource, the cleaner, Redis."""
+    def stop(self, hurry: threading.Event | None = None) -> Stopped:
+        """Traffic first (its last requests answered), then the apps (they write their last
+        counts), the cleaner and the datasource, Redis last; the counts checked before Redis
+        stops. ``hurry`` set (a second Ctrl-C): kill what is still running."""
+        stopped = Stopped()
         if self.traffic is not None:
             self.traffic.stop()
-        for service in self.services:
-            service.stop()
+            if self._thread is not None:
+                self._thread.join(STOP_TIMEOUT)
+            stopped.answered, stopped.failed = self.traffic.sent, self.traffic.failed
+        apps = [s for s in self.services if s.name in APPS]
+        for group in (apps, [s for s in self.services if s.name not in APPS]):
+            for service in group:
+                service.terminate()
+            problems = [service.wait(hurry) for service in group]
+            stopped.lost += [problem for problem in problems if problem is not None]
+        for service in apps:
+            stopped.lost += service.losses()
+        if self.store is not None and self.traffic is not None:
+            self._check_counts(self.store, stopped)
         if self.store is not None:
             self.store.close()
         self.redis.close()
+        if self.state_file is not None:
+            demo_state.withdraw(self.state_file)
+        for sock in self.sockets.values():
+            sock.close()
+        return stopped
+
+    def _check_counts(self, store: Store, stopped: Stopped) -> None:
+        """Every request the apps answered is in Redis (at the coarsest precision, whose
+        slices outlive the demo). More is no loss: a browser may have visited the apps."""
+        precision = max(store.settings.precisions)
+        try:
+            ids = store.series("http.requests", precision)
+            read = store.read(ids, precision, self.started - precision, time.time() + precision)
+        except SlicecountError as exc:
+            stopped.lost.append(f"the counts could not be read back: {exc}")
+            return
+        stopped.counted = sum(sum(v or 0 for v in values) for values in read.values())
+        missing = stopped.answered - stopped.counted
+        if missing > 0:
+            stopped.lost.append(
+                f"{missing} of the {stopped.answered} requests the apps answered were not "
+                "counted in redis"
+            )

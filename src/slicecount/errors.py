@@ -21,11 +21,16 @@ class StoreError(SlicecountError):
 
     ``permanent``: Redis answered with a refusal that sending the same again cannot cure (a
     script error, a key of another type); else the outcome may be unknown or the cause
-    passing (a timeout, a reset, OOM, a failover), and the same batch may be sent again."""
+    passing (a timeout, a reset, OOM, a failover), and the same batch may be sent again.
 
-    def __init__(self, message: str, *, permanent: bool = False) -> None:
+    The message may name the server (its URL with the password redacted): it is for logs.
+    ``failure`` says what went wrong in words that name no host, user or password ("connection
+    refused", "authentication failed"): it is what an HTTP answer may show."""
+
+    def __init__(self, message: str, *, permanent: bool = False, failure: str = "") -> None:
         super().__init__(message)
         self.permanent = permanent
+        self.failure = failure or message
 
 
 class QueryError(SlicecountError, ValueError):
@@ -35,3 +40,18 @@ class QueryError(SlicecountError, ValueError):
 class StartupError(SlicecountError):
     """A process slicecount starts (the embedded redis-server, a demo service) did not come
     up, or its binary is missing; the message says why and shows the process's last output."""
+
+
+class MissingExtra(SlicecountError, ModuleNotFoundError):
+    """An optional dependency is not installed; the message names the extra that brings it.
+
+    Raised from a module's guarded import: ``except ModuleNotFoundError as exc: raise
+    MissingExtra("flask", exc, "the Flask middleware") from exc``."""
+
+    def __init__(self, extra: str, missing: ModuleNotFoundError, needed_by: str) -> None:
+        super().__init__(
+            f"{needed_by} needs {missing.name or missing}, which is not installed: "
+            f"pip install 'slicecount[{extra}]'",
+            name=missing.name,
+        )
+        self.extra = extra

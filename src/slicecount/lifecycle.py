@@ -14,14 +14,13 @@ import os
 import weakref
 from typing import Protocol
 
-CLOSE_TIMEOUT = 5.0
-"""Seconds ``close()`` (and interpreter exit) keeps trying to write what is buffered."""
-
 
 class Buffered(Protocol):
+    gave_up: bool  # its last close() could not write everything (Redis away)
+
     def reset(self) -> None: ...
     def has_unwritten(self) -> bool: ...
-    def close(self, timeout: float = CLOSE_TIMEOUT) -> bool: ...
+    def close(self, timeout: float | None = None) -> bool: ...
 
 
 _live: weakref.WeakSet[Buffered] = weakref.WeakSet()
@@ -41,8 +40,9 @@ def track(recorder: Buffered) -> None:
         util.register_after_fork(_children, _finalize_in_child)
 
 
-def close_all(timeout: float = CLOSE_TIMEOUT) -> bool:
-    """Flush and stop every Recorder of this process (gunicorn ``worker_exit``, shutdown hooks)."""
+def close_all(timeout: float | None = None) -> bool:
+    """Flush and stop every Recorder of this process (gunicorn ``worker_exit``, shutdown
+    hooks), each trying for ``timeout`` seconds (default: its ``close_timeout`` setting)."""
     return all([recorder.close(timeout) for recorder in list(_live)])
 
 
@@ -68,5 +68,7 @@ def _finalize_in_child(_: object) -> None:
 
 def _close_at_exit() -> None:
     for recorder in list(_live):
-        if recorder.has_unwritten():
+        # one that gave up already (worker_exit's close_all) has said what it lost: trying
+        # again would only hold the exit up by another close_timeout
+        if recorder.has_unwritten() and not recorder.gave_up:
             recorder.close()

@@ -54,6 +54,11 @@ class Outbox:
         chunks, increments = len(self._queue), sum(i.chunk.increments for i in self._queue)
         return f"{chunks} chunk{'' if chunks == 1 else 's'} ({increments} increments)"
 
+    @property
+    def events(self) -> int:
+        """Events the waiting chunks count (their histogram sums left out)."""
+        return sum(item.chunk.events for item in self._queue)
+
     def put(self, chunks: list[Chunk]) -> None:
         for chunk in chunks:
             self._seq += 1

@@ -29,6 +29,7 @@ from slicecount.losses import REASONS, Losses
 from slicecount.outbox import Outbox
 from slicecount.series import Labels, shown
 from slicecount.store import Store
+from slicecount.topology import redact
 from slicecount.unique_buffer import UniqueValues
 from slicecount.writing import prepare_safely
 
@@ -36,7 +37,6 @@ logger = logging.getLogger("slicecount")
 
 MAX_BACKOFF = 10.0
 """Longest pause in seconds between two flush attempts while Redis is unreachable."""
-CLOSE_TIMEOUT = lifecycle.CLOSE_TIMEOUT
 
 Entries = Sequence[tuple[str, int]]  # (series id from series_id(), count)
 
@@ -89,6 +89,7 @@ class Recorder:
         self._uniques.wake = self._wake
         self._thread: threading.Thread | None = None
         self._closed = False
+        self.gave_up = False
 
     # -- counting ------------------------------------------------------------------------------
 
@@ -198,29 +199,36 @@ class Recorder:
     def _run(self) -> None:
         flush_every(self.flush, self._stop, self.flush_interval, self.max_backoff, self._wake)
 
-    def flush(self) -> bool:
+    def flush(self, deadline: float | None = None) -> bool:
         """Write everything buffered now; True when Redis has answered for all of it (else
-        what is in doubt is sent again, unchanged, at the next flush)."""
-        with self._flush_lock:
-            if not self._outbox.deliver(
-                self.store, self.refuse
-            ):  # what is in doubt goes first, in order
-                return False
-            # before the counts are taken: if Redis is away they stay buffered
-            if not self._uniques.flush(self.store, self.refuse, self._warnings):
-                return False
-            with self._lock:
-                batch = self._losses.write_into(self._counts.take(), int(self._clock()))
-            if not batch:
-                return True
-            prepared = prepare_safely(self.store.context, batch)
-            if prepared.failed:
-                self.refuse(ConfigurationError("an entry could not be prepared"), prepared.failed)
-            if prepared.out_of_range:
-                error = ConfigurationError("a sum of counts is past 64 bits", "count_range")
-                self.refuse(error, prepared.out_of_range)
-            self._outbox.put(prepared.chunks)
-            return self._outbox.deliver(self.store, self.refuse)
+        what is in doubt is sent again, unchanged, at the next flush). ``deadline``
+        (``time.monotonic()``): False at once if another flush holds on past it."""
+        wait = -1.0 if deadline is None else max(deadline - time.monotonic(), 0.0)
+        if not self._flush_lock.acquire(timeout=wait):
+            return False
+        try:
+            return self._flush()
+        finally:
+            self._flush_lock.release()
+
+    def _flush(self) -> bool:  # (the flush lock held)
+        if not self._outbox.deliver(self.store, self.refuse):  # what is in doubt goes first
+            return False
+        # before the counts are taken: if Redis is away they stay buffered
+        if not self._uniques.flush(self.store, self.refuse, self._warnings):
+            return False
+        with self._lock:
+            batch = self._losses.write_into(self._counts.take(), int(self._clock()))
+        if not batch:
+            return True
+        prepared = prepare_safely(self.store.context, batch)
+        if prepared.failed:
+            self.refuse(ConfigurationError("an entry could not be prepared"), prepared.failed)
+        if prepared.out_of_range:
+            error = ConfigurationError("a sum of counts is past 64 bits", "count_range")
+            self.refuse(error, prepared.out_of_range)
+        self._outbox.put(prepared.chunks)
+        return self._outbox.deliver(self.store, self.refuse)
 
     # -- introspection and shutdown ------------------------------------------------------------
 
@@ -245,8 +253,12 @@ class Recorder:
         """Events dropped so far because the buffer was full (written or not yet written)."""
         return self._losses.dropped_total + self._losses.dropped
 
-    def close(self, timeout: float = CLOSE_TIMEOUT) -> bool:
-        """Stop the flusher and write what is left, retrying up to ``timeout`` seconds."""
+    def close(self, timeout: float | None = None) -> bool:
+        """Stop the flusher and write what is left, retrying up to ``timeout`` seconds
+        (default: the ``close_timeout`` setting); False, with what is lost logged, when Redis
+        did not take it all in time (the exit of the process then does not try again)."""
+        if timeout is None:
+            timeout = self.store.settings.close_timeout
         with self._lock:
             self._closed = True
             thread = self._thread
@@ -255,16 +267,20 @@ class Recorder:
         deadline = time.monotonic() + timeout
         if thread is not None and thread is not threading.current_thread():
             thread.join(timeout)
-        if flush_until_written(self.flush, self.has_unwritten, deadline):
-            return True
-        logger.error(
-            "slicecount could not write %d buffered events, %d unique values and %s in doubt "
-            "before closing",
-            self._counts.events(),
-            self._uniques.size,
-            self._outbox.describe(),
+        self.gave_up = not flush_until_written(
+            lambda: self.flush(deadline), self.has_unwritten, deadline
         )
-        return False
+        if self.gave_up:
+            events, series, seconds = self._counts.describe()
+            logger.error(
+                "slicecount could not write to %s within %g s of closing: %d counts lost (%d "
+                "buffered, of %d series over %d seconds; %d in %s that Redis may have applied) "
+                "and %d unique values",
+                redact(self.store.settings.redis_url), timeout, events + self._outbox.events,
+                events, series, seconds, self._outbox.events, self._outbox.describe(),
+                self._uniques.size,
+            )  # fmt: skip
+        return not self.gave_up
 
     def has_unwritten(self) -> bool:
         """True while counts, loss counters or chunks in doubt wait to be written."""

@@ -36,6 +36,7 @@ from slicecount.routing import split
 from slicecount.wire import (
     LOAD_SCRIPTS,
     MOVED,
+    REDIS_ERRORS,
     Clients,
     StoreBase,
     connect,
@@ -85,7 +86,7 @@ class Store(StoreBase["redis.Redis | RedisCluster"]):
         except StopIteration as done:
             result: T = done.value
             return result
-        except redis.RedisError as exc:
+        except REDIS_ERRORS as exc:
             self._drop(held)
             self._reload_slots()  # a node may be gone: its replica may serve its slots now
             raise self._error(exc) from exc

@@ -28,6 +28,7 @@ from slicecount.routing import split
 from slicecount.wire import (
     LOAD_SCRIPTS,
     MOVED,
+    REDIS_ERRORS,
     Clients,
     StoreBase,
     connect,
@@ -77,7 +78,7 @@ class AsyncStore(StoreBase["aioredis.Redis | AsyncCluster"]):
         except StopIteration as done:
             result: T = done.value
             return result
-        except redis.RedisError as exc:
+        except REDIS_ERRORS as exc:
             await self._drop(held)
             await self._reload_slots()  # a node may be gone: its replica may serve its slots
             raise self._error(exc) from exc

@@ -3,8 +3,11 @@ scripts and the packing of a batch into RESP bytes. Sends nothing."""
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import re
+import socket
+import ssl
 import time
 from importlib import resources
 from typing import Any, Generic, NamedTuple, TypeVar
@@ -12,14 +15,16 @@ from typing import Any, Generic, NamedTuple, TypeVar
 from hiredis import pack_command
 from redis import exceptions
 from redis.backoff import NoBackoff
+from redis.exceptions import RedisClusterException
 from redis.retry import Retry
+from redis.sentinel import MasterNotFoundError, SlaveNotFoundError
 
 from slicecount.batches import Batch, Clock, Command, Context, ScriptCall
 from slicecount.config import Settings
 from slicecount.errors import ConfigurationError, StoreError
 from slicecount.keys import KeySpace
 from slicecount.replies import Refusal, ScriptMissing
-from slicecount.topology import parse_url
+from slicecount.topology import REDACTED, parse_url, redact, scrub
 
 C = TypeVar("C")
 S = TypeVar("S", bound="StoreBase[Any]")
@@ -36,13 +41,64 @@ LOAD_SCRIPTS = Batch([("SCRIPT", "LOAD", source) for source in SCRIPTS.values()]
 """The batch that teaches a server (new, restarted or flushed) every script."""
 
 
-SENTINEL_OPTIONS = {
+def _flag(text: str) -> bool:
+    if text.lower() in ("1", "true", "yes", "on"):
+        return True
+    if text.lower() in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(text)
+
+
+def _cert_reqs(text: str) -> str:
+    if text not in ("none", "optional", "required"):
+        raise ValueError(text)
+    return text
+
+
+TLS_OPTIONS: dict[str, Any] = {
+    "ssl_ca_certs": str,
+    "ssl_certfile": str,
+    "ssl_keyfile": str,
+    "ssl_cert_reqs": _cert_reqs,
+    "ssl_check_hostname": _flag,
+}
+"""redis-py's TLS options a ``rediss+sentinel://`` or ``rediss+cluster://`` URL may carry
+(the ones both the blocking and the asyncio clients take); a ``rediss://`` URL takes all of
+redis-py's own."""
+SENTINEL_OPTIONS: dict[str, Any] = {
     "socket_timeout": float,
     "socket_connect_timeout": float,
     "sentinel_password": str,
     "sentinel_username": str,
+    **TLS_OPTIONS,
 }
 """Query-string options a Sentinel URL may carry (a standalone URL takes redis-py's own)."""
+CLUSTER_OPTIONS: dict[str, Any] = {
+    "socket_timeout": float,
+    "socket_connect_timeout": float,
+    **TLS_OPTIONS,
+}
+"""Query-string options a cluster URL may carry."""
+
+
+def _options(settings: Settings, known: dict[str, Any], also: str) -> dict[str, Any]:
+    """The URL's options of a Sentinel or cluster URL, converted; ConfigurationError naming
+    an unknown one or a bad value."""
+    topology = parse_url(settings.redis_url)
+    values = {}
+    for name, text in topology.options.items():
+        kind = known.get(name)
+        if kind is None:
+            raise ConfigurationError(
+                f"unknown option {name!r} in {redact(settings.redis_url)!r}: expected one of "
+                f"{', '.join(known)}, {also}"
+            )
+        try:
+            values[name] = kind(text)
+        except ValueError:
+            shown = REDACTED if "password" in name else repr(text)
+            raise ConfigurationError(f"option {name}={shown} is not valid") from None
+    return values
 
 
 def sentinel_arguments(
@@ -56,17 +112,9 @@ def sentinel_arguments(
         "socket_timeout": settings.socket_timeout,
         "socket_connect_timeout": settings.socket_timeout,
     }
-    for name, text in topology.options.items():
-        kind = SENTINEL_OPTIONS.get(name)
-        if kind is None:
-            raise ConfigurationError(
-                f"unknown option {name!r} in {settings.redis_url!r}: expected one of "
-                f"{', '.join(SENTINEL_OPTIONS)}, password, username, db"
-            )
-        try:
-            value = kind(text)
-        except ValueError:
-            raise ConfigurationError(f"option {name}={text!r} is not a {kind.__name__}") from None
+    # the Sentinels and the primary share the TLS options: one CA signs both, as a TLS
+    # Sentinel setup (tls-replication) requires
+    for name, value in _options(settings, SENTINEL_OPTIONS, "password, username, db").items():
         if name.startswith("sentinel_"):
             sentinel[name.removeprefix("sentinel_")] = value
         else:
@@ -84,17 +132,7 @@ MOVED = re.compile(r"\b(?:MOVED|ASK|CLUSTERDOWN)\b")
 def cluster_arguments(settings: Settings) -> tuple[list[tuple[str, int]], dict[str, Any]]:
     """(the seed nodes, the options of every node's connections) for a Redis Cluster."""
     topology = parse_url(settings.redis_url)
-    options = client_options(settings)
-    for name, text in topology.options.items():
-        if name not in ("socket_timeout", "socket_connect_timeout"):
-            raise ConfigurationError(
-                f"unknown option {name!r} in {settings.redis_url!r}: expected socket_timeout, "
-                "socket_connect_timeout, password, username"
-            )
-        try:
-            options[name] = float(text)
-        except ValueError:
-            raise ConfigurationError(f"option {name}={text!r} is not a number") from None
+    options = client_options(settings) | _options(settings, CLUSTER_OPTIONS, "password, username")
     options |= {"password": topology.password, "username": topology.username}
     if topology.tls:
         options["ssl"] = True
@@ -122,7 +160,15 @@ def connect(settings: Settings, clients: Clients) -> Any:
         nodes, options = cluster_arguments(settings)
         seeds = [clients.node(host, port) for host, port in nodes]
         return clients.cluster(startup_nodes=seeds, **options)
-    return clients.plain.from_url(settings.redis_url, **client_options(settings))
+    try:
+        client = clients.plain.from_url(settings.redis_url, **client_options(settings))
+        pool = client.connection_pool
+        # what the first connection would refuse (an unknown option, a bad port), refused now
+        pool.connection_class(**pool.connection_kwargs)
+    except (TypeError, ValueError) as exc:
+        url = settings.redis_url
+        raise ConfigurationError(f"redis URL {redact(url)!r}: {scrub(str(exc), url)}") from None
+    return client
 
 
 def client_options(settings: Settings) -> dict[str, Any]:
@@ -170,6 +216,47 @@ def refusal(error: exceptions.ResponseError) -> Exception:
     return Refusal(message, transient)
 
 
+UNREACHABLE = (exceptions.ConnectionError, exceptions.TimeoutError, RedisClusterException)
+"""What redis-py raises when no server answered (or answered too late); unlike an error
+reply, its text names hosts and ports, not what failed."""
+REDIS_ERRORS = (exceptions.RedisError, RedisClusterException)
+"""Everything redis-py raises about Redis (a cluster's own errors derive from neither)."""
+
+
+def failure(exc: BaseException) -> str:
+    """What ``exc`` says went wrong, naming no host, user or password: an error reply's
+    own text (Redis's words: WRONGPASS, NOPERM ...), else the kind of connection failure."""
+    if isinstance(exc, exceptions.AuthenticationError):  # WRONGPASS, NOAUTH
+        return f"authentication failed ({str(exc).rstrip('.')})"
+    if isinstance(exc, exceptions.TimeoutError):
+        return "timed out"
+    if isinstance(exc, MasterNotFoundError | SlaveNotFoundError):
+        return "the Sentinels name no reachable primary"
+    if not isinstance(exc, UNREACHABLE):
+        return str(exc)
+    causes: list[BaseException] = []
+    cause: BaseException | None = exc
+    while cause is not None and len(causes) < 10:
+        causes.append(cause)
+        cause = cause.__cause__ or cause.__context__
+    for cause in causes:
+        if isinstance(cause, ssl.SSLError):
+            return f"TLS handshake failed ({cause.reason or cause.__class__.__name__})"
+        if isinstance(cause, socket.gaierror):
+            return "host not found"
+        if isinstance(cause, ConnectionRefusedError):
+            return "connection refused"
+        if isinstance(cause, FileNotFoundError):
+            return "no such socket file"
+        if isinstance(cause, TimeoutError):
+            return "timed out"
+        if isinstance(cause, OSError) and cause.errno is not None:
+            return f"connection failed ({errno.errorcode.get(cause.errno, cause.errno)})"
+    if isinstance(exc, RedisClusterException):
+        return "no cluster node reachable"
+    return "connection lost"
+
+
 def pack(batch: Batch) -> bytes:
     """The batch as one RESP buffer (MULTI/EXEC around it for a transaction). hiredis packs a
     70 000-command flush in ~0.1 s; redis-py's pipeline would spend ~1 s of Python on it."""
@@ -197,7 +284,10 @@ class StoreBase(Generic[C]):
         self.settings: Settings = self.context.settings
         self.keys: KeySpace = self.context.keys
         self.clock = clock
-        self.client: C = client if client is not None else self._connect(self.settings)
+        try:  # (a cluster client reads the slot map here)
+            self.client: C = client if client is not None else self._connect(self.settings)
+        except REDIS_ERRORS as exc:
+            raise self._error(exc) from exc
 
     @staticmethod
     def _connect(settings: Settings) -> C:
@@ -209,4 +299,9 @@ class StoreBase(Generic[C]):
         return cls(Settings(redis_url=url, **settings), clock=clock)
 
     def _error(self, exc: Exception) -> StoreError:
-        return StoreError(f"redis at {self.settings.redis_url}: {exc}")
+        """A redis-py error as slicecount raises it: the URL redacted, and any password the
+        library's text might quote scrubbed (the message of a Sentinel's or a cluster's
+        error embeds the errors of every node it tried)."""
+        url = self.settings.redis_url
+        return StoreError(f"redis at {redact(url)}: {scrub(str(exc), url)}",
+                          failure=scrub(failure(exc), url))  # fmt: skip

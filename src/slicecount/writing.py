@@ -16,6 +16,7 @@ from typing import Any, NamedTuple
 from slicecount.batches import Batch, Command, Context, Operation
 from slicecount.checks import INT64_MAX, INT64_MIN, check_count, check_time
 from slicecount.errors import ConfigurationError, StoreError
+from slicecount.histogram import SUM_SUFFIX
 from slicecount.keys import Layout
 from slicecount.series import Labels, encode, parse, shown
 
@@ -39,6 +40,9 @@ class Chunk:
     shard: int
     members: dict[str, list[Any]] = field(default_factory=dict)  # registry -> 0, member, ...
     commands: list[Command] = field(default_factory=list)  # the HINCRBYs
+    events: int = 0
+    """Events it counts (for a log line, should it be lost): each series' n once, whatever
+    its precisions, and no histogram sum (micro-units)."""
 
     @property
     def increments(self) -> int:
@@ -119,14 +123,16 @@ def prepare(ctx: Context, buffer: Buffer) -> Prepared:
             layout = keys.layout(series_id, precisions)
             chunk = chunks.of(layout.shard)
             chunk.add_series(layout, second, n)
+            chunk.events += _events(series_id, n)
             chunks.close_if_full(chunk)
         return Prepared(chunks.all(), out_of_range)
-    for shard, registry, member, key, slices in _summed(ctx, buffer):
+    for shard, registry, member, key, slices, events in _summed(ctx, buffer):
         fitting = [(s, n) for s, n in slices.items() if n and INT64_MIN <= n <= INT64_MAX]
         out_of_range += sum(1 for n in slices.values() if not INT64_MIN <= n <= INT64_MAX)
         if fitting:
             chunk = chunks.of(shard)
             chunk.add(registry, member, key, fitting)
+            chunk.events += events
             chunks.close_if_full(chunk)
     return Prepared(chunks.all(), out_of_range)
 
@@ -159,11 +165,14 @@ def prepare_each(ctx: Context, buffer: Buffer) -> Prepared:
     return Prepared(chunks, out_of_range, failed)
 
 
-def _summed(ctx: Context, buffer: Buffer) -> Iterable[tuple[int, str, str, str, dict[int, int]]]:
-    """(shard, registry, member, hash, {slice start: n}) of every counter a buffer of several
-    seconds touches."""
+def _summed(
+    ctx: Context, buffer: Buffer
+) -> Iterable[tuple[int, str, str, str, dict[int, int], int]]:
+    """(shard, registry, member, hash, {slice start: n}, events) of every counter a buffer of
+    several seconds touches (a series' events go with its finest precision's counter)."""
     keys, precisions = ctx.keys, ctx.settings.precisions
     sums: dict[str, tuple[int, str, str, dict[int, int]]] = {}
+    events: dict[str, int] = {}
     for second, bucket in buffer.items():
         for series_id, n in bucket.items():
             registry, counters, shard = keys.layout(series_id, precisions)
@@ -174,8 +183,15 @@ def _summed(ctx: Context, buffer: Buffer) -> Iterable[tuple[int, str, str, str, 
                 slices = entry[3]
                 start = second - second % precision
                 slices[start] = slices.get(start, 0) + n
+            finest = counters[0][2]
+            events[finest] = events.get(finest, 0) + _events(series_id, n)
     for counter, (shard, registry, member, slices) in sums.items():
-        yield shard, registry, member, counter, slices
+        yield shard, registry, member, counter, slices, events.get(counter, 0)
+
+
+def _events(series_id: str, n: int) -> int:
+    """The events ``n`` stands for: none for a histogram's sum (micro-units, not events)."""
+    return 0 if series_id.partition("{")[0].endswith(SUM_SUFFIX) else n
 
 
 def write_chunk(

@@ -343,8 +343,8 @@ def test_openapi_describes_every_endpoint(client: TestClient) -> None:
     document = client.get("/openapi.json").json()
     assert document["openapi"].startswith("3.")
     assert set(document["paths"]) == {
-        "/", "/query", "/search", "/metrics", "/metric-payload-options", "/variable",
-        "/tag-keys", "/tag-values", "/annotations",
+        "/", "/readyz", "/livez", "/query", "/search", "/metrics", "/metric-payload-options",
+        "/variable", "/tag-keys", "/tag-values", "/annotations",
         "/api/v1/query", "/api/v1/query_range", "/api/v1/labels", "/api/v1/label/{name}/values",
         "/api/v1/series", "/api/v1/metadata", "/api/v1/status/buildinfo", "/api/v1/rules",
     }  # fmt: skip

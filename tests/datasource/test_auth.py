@@ -25,8 +25,9 @@ ENDPOINTS = ["/query", "/search", "/metrics", "/metric-payload-options", "/varia
              "/tag-keys", "/tag-values", "/annotations"]  # fmt: skip
 
 
-def test_every_endpoint_but_health_needs_the_token(secured: TestClient) -> None:
-    assert secured.get("/").status_code == 200
+def test_every_endpoint_and_the_health_check_need_the_token(secured: TestClient) -> None:
+    assert secured.get("/").status_code == 401  # Grafana's "Save & test": green only with it
+    assert secured.get("/", headers={"Authorization": "Bearer s3cret"}).status_code == 200
     for path in ENDPOINTS:
         response = secured.post(path, json={})
         assert response.status_code == 401, path
@@ -73,5 +74,7 @@ def test_the_page_and_its_files_are_open_but_its_data_is_not(secured: TestClient
     assert script.status_code == 200 and "javascript" in script.headers["content-type"]
     assert secured.get("/ui/vendor/uPlot.LICENSE").status_code == 200
     assert secured.post("/ui/main.js").status_code == 401  # only reads are open
-    health = secured.get("/", headers={"Accept": "application/json, text/plain, */*"})
-    assert health.json()["status"] == "ok"  # Grafana's Save & test
+    grafana = {"Accept": "application/json, text/plain, */*"}  # Grafana's Save & test
+    assert secured.get("/", headers=grafana).status_code == 401
+    health = secured.get("/", headers={**grafana, "Authorization": "Bearer s3cret"})
+    assert health.json()["status"] == "ok"

@@ -149,10 +149,10 @@ def test_label_values(prom: TestClient, shape: str) -> None:
     names = ok(call(prom, shape, "/api/v1/label/__name__/values", []))["data"]
     assert names == [
         "db_queries_total",
-        "http_request_duration_bucket",
-        "http_request_duration_count",
+        "http_request_duration_seconds_bucket",
+        "http_request_duration_seconds_count",
         "http_requests_total",
-    ]
+    ]  # (the deprecated http_request_duration_bucket answers, but is not listed)
     routes = ok(call(prom, shape, "/api/v1/label/route/values", []))["data"]
     assert routes == ["/a", "/b"]
     matched = call(
@@ -192,9 +192,18 @@ def test_metadata(prom: TestClient, shape: str) -> None:
     assert data["http_requests_total"] == [
         {"type": "counter", "help": "slicecount http.requests", "unit": ""}
     ]
-    assert data["http_request_duration"][0]["type"] == "histogram"
+    assert data["http_request_duration_seconds"] == [
+        {"type": "histogram", "help": "slicecount http.request.duration", "unit": "seconds"}
+    ]
+    assert "http_request_duration" not in data  # the deprecated family: only when named
     one = ok(call(prom, shape, "/api/v1/metadata", [("metric", "db_queries_total")]))["data"]
     assert list(one) == ["db_queries_total"]
+    old = [("metric", "http_request_duration")]
+    assert ok(call(prom, shape, "/api/v1/metadata", old))["data"] == {
+        "http_request_duration": [
+            {"type": "histogram", "help": "slicecount http.request.duration", "unit": ""}
+        ]
+    }
 
 
 @pytest.mark.parametrize("shape", SHAPES)
@@ -239,6 +248,13 @@ def test_other_method_is_405_unknown_path_404(prom: TestClient) -> None:
         ("/api/v1/query_range", [("query", '"s"'), ("start", "0"), ("end", "1"), ("step", "1")],
          "string"),
         ("/api/v1/label/not-a-label/values", [], "invalid label name"),
+        # a slicecount name as stored: the Prometheus name is suggested
+        ("/api/v1/query", [("query", "rate(http.requests[1m])")],
+         "unexpected character '.' in 'http.requests' (PromQL writes '.' as '_'): did you mean "
+         "http_requests_total?"),
+        ("/api/v1/query", [("query", "rate(http.request.duration.bucket[1m])")],
+         "did you mean http_request_duration_seconds_bucket?"),
+        ("/api/v1/series", [("match[]", "db.queries")], "did you mean db_queries_total?"),
     ],
 )  # fmt: skip
 def test_bad_data(prom: TestClient, path: str, params: list[tuple[str, str]], needle: str) -> None:
@@ -278,8 +294,12 @@ def test_redis_down_is_503(private_redis: EmbeddedRedis) -> None:
             503,
             "unavailable",
         )
-        # no Redis needed: the health check still answers
-        ok(call(client, "get", "/api/v1/query", [("query", "1+1"), ("time", "4")]))
+        # Grafana's "Save & test" (``1+1``) is green only when a query of data would work
+        failed(
+            call(client, "get", "/api/v1/query", [("query", "1+1"), ("time", "4")]),
+            503,
+            "unavailable",
+        )
 
 
 def test_token_guards_the_api_but_not_buildinfo(settings: Settings, store: Store) -> None:

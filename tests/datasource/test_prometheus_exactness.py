@@ -266,7 +266,8 @@ def test_histogram_quantile_matches_the_raw_observations(
     _, observations = known
     t = NOW - 30
     text = (
-        f"histogram_quantile({q}, sum by (le, route) (increase(http_request_duration_bucket[10m])))"
+        f"histogram_quantile({q}, sum by (le, route) "
+        "(increase(http_request_duration_seconds_bucket[10m])))"
     )
     got = by_labels(query(prom, text, t), "route")
     assert set(got) == {(r,) for r in ROUTES}
@@ -279,6 +280,7 @@ def test_histogram_quantile_matches_the_raw_observations(
 def test_histogram_count_and_sum_parts(prom: TestClient, known: tuple[Events, Any]) -> None:
     _, observations = known
     t = NOW - 30
-    got = by_labels(query(prom, "increase(http_request_duration_count[10m])", t), "route")
+    text = "increase(http_request_duration_seconds_count[10m])"
+    got = by_labels(query(prom, text, t), "route")
     for (route,), [(_, value)] in got.items():
         assert value == sum(len(vs) for s, vs in observations[route].items() if t - 600 <= s < t)

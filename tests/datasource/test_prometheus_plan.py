@@ -20,14 +20,52 @@ NOW = 1_700_006_400 + 7230  # 30 s into a minute
         ("db.queries", [("db_queries_total", "counter")]),
         ("jobs_total", [("jobs_total", "counter")]),  # no second _total
         ("odd-name:x", [("odd_name:x_total", "counter")]),
-        ("http.request.duration.bucket", [
-            ("http_request_duration_bucket", "bucket"), ("http_request_duration_count", "count")
+        ("http.request.duration.bucket", [  # observed in seconds: the unit in the name
+            ("http_request_duration_seconds_bucket", "bucket"),
+            ("http_request_duration_seconds_count", "count"),
         ]),
-        ("http.request.duration.sum_us", [("http_request_duration_sum", "sum")]),
+        ("http.request.duration.sum_us", [("http_request_duration_seconds_sum", "sum")]),
+        ("db.query.duration.sum_us", [("db_query_duration_seconds_sum", "sum")]),
+        ("http.request.queries.bucket", [  # a count of queries: no unit
+            ("http_request_queries_bucket", "bucket"), ("http_request_queries_count", "count")
+        ]),
+        ("job.overduration.bucket", [("job_overduration_bucket", "bucket"),
+                                     ("job_overduration_count", "count")]),
     ],
 )  # fmt: skip
 def test_exposed_names(stored: str, names: list[tuple[str, str]]) -> None:
     assert exposed(stored) == names
+
+
+def test_the_names_of_0_1_answer_when_named_and_are_not_listed() -> None:
+    catalogue = Catalogue.of(["http.request.duration.bucket", "http.request.duration.sum_us"])
+    assert catalogue.aliases == {
+        "http_request_duration_bucket", "http_request_duration_count", "http_request_duration_sum"
+    }  # fmt: skip
+    assert catalogue.sources["http_request_duration_count"] == Source(
+        "http.request.duration.bucket", "count"
+    )
+    assert catalogue.matching(parse("http_request_duration_count")) == [  # type: ignore[arg-type]
+        "http_request_duration_count"
+    ]
+    wide = parse('{__name__=~"http_request_duration.*"}')
+    assert sorted(catalogue.matching(wide)) == [  # type: ignore[arg-type]
+        "http_request_duration_seconds_bucket",
+        "http_request_duration_seconds_count",
+        "http_request_duration_seconds_sum",
+    ]
+    assert [name for name, _ in catalogue.listed()] == [
+        "http_request_duration_seconds_bucket",
+        "http_request_duration_seconds_count",
+        "http_request_duration_seconds_sum",
+    ]
+
+
+def test_an_alias_never_takes_a_name_that_answers() -> None:
+    # a unique series is exposed under its legacy name, the one an alias would have
+    catalogue = Catalogue.of(["http.request.duration.bucket"], ["http.request.duration.count"])
+    assert catalogue.sources["http_request_duration_count"].unique
+    assert "http_request_duration_count" not in catalogue.aliases
 
 
 def test_collisions_are_reported_and_the_first_answers() -> None:

@@ -70,7 +70,7 @@ def test_query_labels(server: str) -> None:
     # without --start/--end promtool sends now +- 9999 h: any range is accepted
     assert promtool("labels", server, "route").split() == ["/a", "/b"]
     names = promtool("labels", server, "__name__").split()
-    assert "http_requests_total" in names and "http_request_duration_bucket" in names
+    assert "http_requests_total" in names and "http_request_duration_seconds_bucket" in names
     matched = promtool("labels", "--match=http_requests_total{route='/b'}", server, "status")
     assert matched.split() == ["200"]
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import http.client
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -16,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from slicecount.embedded import EmbeddedRedis, free_port
+from slicecount.embedded import EmbeddedRedis, free_port, listen
 from slicecount.series import parse
 from slicecount.store import Store
 
@@ -125,35 +126,39 @@ def server_redis() -> Iterator[EmbeddedRedis]:
 def run_server(
     command: list[str],
     redis_url: str,
-    port: int,
+    sock: socket.socket,
     tmp_path: Path,
     settings: dict[str, str] | None = None,
 ) -> subprocess.Popen[bytes]:
+    """Start a server on ``sock`` (bound by the test: the server that answers on its port is
+    this one, never another that took a port the test only guessed was free)."""
     log = tmp_path / "server.log"
     # this checkout's src first: the servers must run the code under test, not an install
     path = os.pathsep.join([str(ROOT / "src"), str(ROOT / "examples")])
     env = {**os.environ, **(settings or {}), "SLICECOUNT_REDIS_URL": redis_url, "PYTHONPATH": path}
-    with log.open("wb") as output:  # the child keeps its own copy of the descriptor
+    with log.open("wb") as output, sock:  # the child keeps its own copy of each descriptor
         process = subprocess.Popen(
-            command, cwd=ROOT, env=env, stdout=output, stderr=subprocess.STDOUT
-        )
+            command, cwd=ROOT, env=env, stdout=output, stderr=subprocess.STDOUT,
+            pass_fds=(sock.fileno(),),
+        )  # fmt: skip
+        port = sock.getsockname()[1]
     wait_listening(port, process, log)
     return process
 
 
-def gunicorn(port: int, worker: str = "sync", *extra: str) -> list[str]:
-    """The example Flask app under gunicorn, 4 workers."""
+def gunicorn(sock: socket.socket, worker: str = "sync", *extra: str) -> list[str]:
+    """The example Flask app under gunicorn, 4 workers, serving on ``sock``."""
     return [
         str(BIN / "gunicorn"), "-w", "4", "-k", worker, *extra,
-        "-b", f"127.0.0.1:{port}", "-c", "examples/gunicorn.conf.py", "flask_app:app",
+        "-b", f"fd://{sock.fileno()}", "-c", "examples/gunicorn.conf.py", "flask_app:app",
     ]  # fmt: skip
 
 
-def uvicorn(port: int) -> list[str]:
-    """The example Starlette app under uvicorn."""
+def uvicorn(sock: socket.socket) -> list[str]:
+    """The example Starlette app under uvicorn, serving on ``sock``."""
     return [
         sys.executable, "-m", "uvicorn", "starlette_app:app",
-        "--host", "127.0.0.1", "--port", str(port), "--no-access-log",
+        "--fd", str(sock.fileno()), "--no-access-log",
     ]  # fmt: skip
 
 
@@ -182,8 +187,9 @@ def check_counts(redis_url: str, expected: Counter[tuple[str, str, int]]) -> Non
 def test_flask_under_gunicorn_counts_every_request(
     server_redis: EmbeddedRedis, tmp_path: Path, worker: str, extra: list[str]
 ) -> None:
-    port = free_port()
-    process = run_server(gunicorn(port, worker, *extra), server_redis.url, port, tmp_path)
+    sock = listen()
+    port = sock.getsockname()[1]
+    process = run_server(gunicorn(sock, worker, *extra), server_redis.url, sock, tmp_path)
     try:
         expected = load(port, flask_plan, N)
     finally:
@@ -194,10 +200,36 @@ def test_flask_under_gunicorn_counts_every_request(
 def test_starlette_under_uvicorn_counts_every_request(
     server_redis: EmbeddedRedis, tmp_path: Path
 ) -> None:
-    port = free_port()
-    process = run_server(uvicorn(port), server_redis.url, port, tmp_path)
+    sock = listen()
+    port = sock.getsockname()[1]
+    process = run_server(uvicorn(sock), server_redis.url, sock, tmp_path)
     try:
         expected = load(port, starlette_plan, N)
     finally:
         stop_gracefully(process)
     check_counts(server_redis.url, expected)
+
+
+def test_gunicorn_workers_stop_in_time_when_redis_is_unreachable(tmp_path: Path) -> None:
+    """A wrong port: the worker tries for its close_timeout (5 s, in worker_exit), says how
+    many counts it lost, and its exit does not try again (that made 10 s a worker, all of the
+    example's graceful timeout)."""
+    sock, requests = listen(), 60
+    port = sock.getsockname()[1]
+    dead = f"redis://127.0.0.1:{free_port()}/0"  # nobody listens there
+    command = [*gunicorn(sock), "-w", "1"]  # (the last -w wins)
+    process = run_server(command, dead, sock, tmp_path)
+    try:
+        for _ in range(requests):
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+            conn.request("GET", "/")
+            assert conn.getresponse().status == 200  # counting never reaches the request
+            conn.close()
+    finally:
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=60) == 0
+    log = (tmp_path / "server.log").read_text()
+    (lost,) = [line for line in log.splitlines() if "within 5 s of closing" in line]
+    counted = int(lost.split("closing: ")[1].split(" counts lost")[0])
+    # a request counts http.requests, a duration bucket and a queries-per-request bucket
+    assert counted == 3 * requests, log

@@ -17,6 +17,7 @@ from slicecount.promql.ast import (
     VectorSelector,
 )
 from slicecount.promql.durations import format_duration, parse_duration
+from slicecount.promql.lexer import DottedName
 from slicecount.promql.parser import parse
 
 
@@ -155,6 +156,17 @@ def test_errors_name_the_problem(text: str, message: str) -> None:
     with pytest.raises(QueryError) as raised:
         parse(text)
     assert message in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    ("text", "name"),
+    [("rate(http.requests[1m])", "http.requests"), ("sum(a.b.c_d) by (x)", "a.b.c_d")],
+)
+def test_a_dotted_name_is_named_whole(text: str, name: str) -> None:
+    with pytest.raises(DottedName) as raised:
+        parse(text)
+    assert raised.value.name == name
+    assert f"in {name!r} (PromQL writes '.' as '_')" in str(raised.value)
 
 
 def test_strings_and_escapes() -> None:

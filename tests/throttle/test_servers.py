@@ -6,14 +6,16 @@ from __future__ import annotations
 
 import http.client
 import itertools
+import socket
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from slicecount.embedded import EmbeddedRedis, free_port
+from slicecount.embedded import EmbeddedRedis, listen
 from slicecount.store import Store
 from tests.middleware import test_servers
 from tests.middleware.helpers import total
@@ -58,11 +60,13 @@ def send(port: int, statuses: list[int]) -> None:
 
 
 def serve(
-    command: list[str], redis_url: str, port: int, tmp_path: Path, **env: str
+    command: Callable[[socket.socket], list[str]], redis_url: str, tmp_path: Path, **env: str
 ) -> list[Counter[int]]:
+    sock = listen()
+    port = sock.getsockname()[1]
     # the deadline generous: these tests are about exactness, not about a slow machine
     process = run_server(
-        command, redis_url, port, tmp_path, {"SLICECOUNT_THROTTLE_DEADLINE": "0.5", **env}
+        command(sock), redis_url, sock, tmp_path, {"SLICECOUNT_THROTTLE_DEADLINE": "0.5", **env}
     )
     try:
         return bursts(port, WINDOWS)
@@ -81,8 +85,7 @@ def check_throttled(redis_url: str, seen: list[Counter[int]]) -> None:
 def test_flask_under_gunicorn_admits_exactly_ten_a_window(
     server_redis: EmbeddedRedis, tmp_path: Path
 ) -> None:
-    port = free_port()
-    seen = serve(gunicorn(port), server_redis.url, port, tmp_path)
+    seen = serve(gunicorn, server_redis.url, tmp_path)
     assert [(s[200], s[429]) for s in seen] == [(10, 5)] * WINDOWS
     check_throttled(server_redis.url, seen)
 
@@ -90,10 +93,7 @@ def test_flask_under_gunicorn_admits_exactly_ten_a_window(
 def test_the_sliding_window_stays_within_its_bound(
     server_redis: EmbeddedRedis, tmp_path: Path
 ) -> None:
-    port = free_port()
-    seen = serve(
-        gunicorn(port), server_redis.url, port, tmp_path, SLICECOUNT_THROTTLE_STRATEGY="sliding"
-    )
+    seen = serve(gunicorn, server_redis.url, tmp_path, SLICECOUNT_THROTTLE_STRATEGY="sliding")
     admitted = [s[200] for s in seen]
     assert admitted[0] == 10
     for before, now in itertools.pairwise(admitted):
@@ -106,7 +106,6 @@ def test_the_sliding_window_stays_within_its_bound(
 def test_starlette_under_uvicorn_admits_exactly_ten_a_window(
     server_redis: EmbeddedRedis, tmp_path: Path
 ) -> None:
-    port = free_port()
-    seen = serve(uvicorn(port), server_redis.url, port, tmp_path)
+    seen = serve(uvicorn, server_redis.url, tmp_path)
     assert [(s[200], s[429]) for s in seen] == [(10, 5)] * WINDOWS
     check_throttled(server_redis.url, seen)

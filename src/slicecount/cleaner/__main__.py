@@ -2,7 +2,7 @@
 
 import sys
 
-from slicecount.cli import main
+from slicecount.console import main
 
 if __name__ == "__main__":
     main(["cleaner", *sys.argv[1:]], prog_name="python -m slicecount")

@@ -13,18 +13,11 @@ import os
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
-from importlib import resources
 from typing import Any
 
-from starlette.applications import Starlette
-from starlette.requests import Request
-from starlette.responses import HTMLResponse, JSONResponse, Response
-from starlette.routing import BaseRoute, Mount, Route
-from starlette.staticfiles import StaticFiles
-
 from slicecount.config import Settings
-from slicecount.datasource import endpoints
-from slicecount.datasource.auth import TokenAuth
+from slicecount.datasource import endpoints, health
+from slicecount.datasource.auth import OpenNotice, TokenAuth, open_warning
 from slicecount.datasource.body import parse_json
 from slicecount.datasource.limits import LimitExceeded, Limits
 from slicecount.datasource.openapi import openapi_document
@@ -33,8 +26,17 @@ from slicecount.datasource.prometheus.results import error as prometheus_error
 from slicecount.datasource.protocol import require_object
 from slicecount.datasource.reader import Reader
 from slicecount.datasource.render import Rendered, render
-from slicecount.errors import ConfigurationError, QueryError, StoreError
+from slicecount.errors import ConfigurationError, MissingExtra, QueryError, StoreError
 from slicecount.store_async import AsyncStore
+
+try:
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse, Response
+    from starlette.routing import BaseRoute, Mount, Route
+    from starlette.staticfiles import StaticFiles
+except ModuleNotFoundError as exc:
+    raise MissingExtra("datasource", exc, "the datasource") from exc
 
 logger = logging.getLogger("slicecount.datasource")
 
@@ -62,7 +64,7 @@ def _endpoint(reader: Reader, handler: Handler) -> Callable[[Request], Awaitable
             return JSON({"message": str(exc)}, status_code=400)
         except StoreError as exc:
             logger.warning("redis unavailable: %s", exc)
-            return JSON({"message": f"redis unavailable: {exc}"}, status_code=503)
+            return JSON({"message": f"redis unavailable: {exc.failure}"}, status_code=503)
         except Exception as exc:  # a bug: answered here, so the connection stays open
             logger.exception("datasource failed on %s", request.url.path)
             return JSON({"message": f"internal error: {type(exc).__name__}"}, status_code=500)
@@ -90,18 +92,6 @@ def _too_big(size: int, limits: Limits) -> str:
     return f"request body is {size} bytes, more than the limit of {limits.max_body_bytes}"
 
 
-UI = resources.files("slicecount.datasource") / "ui"
-"""The built-in page and its static files (uPlot vendored: no CDN, no build step)."""
-
-
-async def health(request: Request) -> Response:
-    """Browsers get the built-in page; Grafana's "Save & test" (JSON) gets its 200."""
-    accept = request.headers.get("accept", "")
-    if "text/html" in accept and request.method == "GET":
-        return HTMLResponse((UI / "index.html").read_text(encoding="utf-8"))
-    return JSON({"status": "ok", "service": "slicecount datasource"})
-
-
 async def not_found(request: Request, exc: Exception) -> Response:
     message = f"no such endpoint: {request.method} {request.url.path}"
     if request.url.path.startswith(prometheus.PREFIX):
@@ -118,7 +108,10 @@ async def method_not_allowed(request: Request, exc: Exception) -> Response:
 
 async def server_error(request: Request, exc: Exception) -> Response:
     logger.exception("datasource failed on %s", request.url.path, exc_info=exc)
-    return JSON({"message": f"internal error: {type(exc).__name__}"}, 500)
+    message = f"internal error: {type(exc).__name__}"
+    if request.url.path.startswith(prometheus.PREFIX):
+        return JSON(*prometheus_error("internal", message))
+    return JSON({"message": message}, 500)
 
 
 ROUTES: dict[str, Handler] = {
@@ -155,9 +148,9 @@ def create_app(
             await reader.close()
 
     routes: list[BaseRoute] = [
-        Route("/", health, methods=["GET", "HEAD"]),
+        *health.routes(reader),
         Route("/openapi.json", openapi),
-        Mount("/ui", app=StaticFiles(directory=str(UI)), name="ui"),
+        Mount("/ui", app=StaticFiles(directory=str(health.UI)), name="ui"),
     ]
     routes += [Route(path, _endpoint(reader, h), methods=["POST"]) for path, h in ROUTES.items()]
     routes += prometheus.routes(reader, lambda body, status: JSON(body, status_code=status))
@@ -170,10 +163,16 @@ def create_app(
     token = reader.settings.token
     if token:
         app.add_middleware(TokenAuth, token=token)
+    else:
+        app.add_middleware(OpenNotice)
     return app
 
 
 def from_env() -> Starlette:
     """Factory for ``uvicorn --factory slicecount.datasource.app:from_env`` (or gunicorn with
-    uvicorn workers): settings from the ``SLICECOUNT_*`` environment."""
-    return create_app(Settings.from_env(), limits=Limits.from_env(os.environ))
+    uvicorn workers): settings from the ``SLICECOUNT_*`` environment. Without a token, each
+    process says once that it is open."""
+    settings = Settings.from_env()
+    if not settings.token:
+        logger.warning(open_warning("its port"))
+    return create_app(settings, limits=Limits.from_env(os.environ))

@@ -9,8 +9,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-import anyio.to_thread
-
 from slicecount.datasource import discovery, frames, unique_reader
 from slicecount.datasource.budget import check_work, work_of
 from slicecount.datasource.discovery import SeriesInfo
@@ -27,7 +25,12 @@ from slicecount.datasource.plan import (
 from slicecount.datasource.protocol import annotation_tags, parse_range, require_object
 from slicecount.datasource.reader import Loaded, Reader
 from slicecount.datasource.render import Rendered, render
-from slicecount.errors import QueryError
+from slicecount.errors import MissingExtra, QueryError
+
+try:
+    import anyio.to_thread
+except ModuleNotFoundError as exc:
+    raise MissingExtra("datasource", exc, "the datasource") from exc
 
 Body = Mapping[str, Any]
 

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
-from slicecount.config import ENV_PREFIX
+from slicecount.environment import ENV_PREFIX
 from slicecount.errors import ConfigurationError, QueryError
 
 
@@ -20,12 +20,16 @@ class Limits:
     """Bounds on the work one request may cause; each breach is a 4xx naming the limit."""
 
     max_body_bytes: int = 1 << 20
+    """Bytes of one request body (1 MiB)."""
     max_targets: int = 50
+    """Targets (queries) in one /query."""
     max_series: int = 5000
     """Series one target may match: a duration histogram by route has 12 bucket series a route
     and method (what a target reads is bounded by the work budget below)."""
     max_points: int = 11_000
+    """Points one series of an answer may have."""
     max_range_seconds: float = 10 * 366 * 86400
+    """Seconds one query's range may span (10 years)."""
     max_request_points: int = 500_000
     """The work budget: points one /query may read, series x points per series summed over
     its targets (500 series of 1 000 points), checked before any slice is read."""

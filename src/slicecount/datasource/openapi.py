@@ -100,8 +100,16 @@ def openapi_document(settings: Settings, limits: Limits) -> dict[str, Any]:
     strings = {"type": "array", "items": {"type": "string"}}
     objects = {"type": "array", "items": {"type": "object"}}
     paths: dict[str, Any] = {
-        "/": {"get": {"summary": "health check (Grafana's Save & test)", "responses": {
-            "200": {"description": "the service runs"}}}},
+        "/": {"get": {"summary": "health check (Grafana's Save & test; a browser, whose "
+                      "Accept names text/html, gets the built-in page)", "responses": {
+            "200": {"description": "a query would work: the token is right, Redis answers"},
+            "401": {**_ERROR, "description": "the token is missing or wrong"},
+            "503": {**_ERROR, "description": "redis unavailable"}}}},
+        "/readyz": {"get": {"summary": "readiness probe, open: 200 when Redis answers",
+                            "responses": {"200": {"description": "ready"},
+                                          "503": {**_ERROR, "description": "redis unavailable"}}}},
+        "/livez": {"get": {"summary": "liveness probe, open: the process serves (no Redis call)",
+                           "responses": {"200": {"description": "alive"}}}},
         "/query": {"post": {
             "summary": "time series or tables for the visible targets of a panel",
             "requestBody": _json_body(query),

@@ -10,14 +10,18 @@ import os
 import threading
 import time
 
-from flask import Flask, Response, abort, jsonify, request
-from sqlalchemy import Engine, create_engine, text
-from sqlalchemy.pool import StaticPool
-
 import slicecount
+from slicecount.errors import MissingExtra
 from slicecount.examples import USER_HEADER, visitor
 from slicecount.middleware.flask import SliceCount
 from slicecount.middleware.sqlalchemy import instrument_sqlalchemy
+
+try:
+    from flask import Flask, Response, abort, jsonify, request
+    from sqlalchemy import Engine, create_engine, text
+    from sqlalchemy.pool import StaticPool
+except ModuleNotFoundError as exc:
+    raise MissingExtra("examples", exc, "the example Flask app") from exc
 
 _engine_lock = threading.Lock()
 _engines: dict[int, Engine] = {}

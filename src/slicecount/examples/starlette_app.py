@@ -8,14 +8,18 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 
-from starlette.applications import Starlette
-from starlette.requests import Request
-from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
-from starlette.routing import Mount, Route
-
 import slicecount
+from slicecount.errors import MissingExtra
 from slicecount.examples import visitor
 from slicecount.middleware.starlette import SliceCountMiddleware
+
+try:
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
+    from starlette.routing import Mount, Route
+except ModuleNotFoundError as exc:
+    raise MissingExtra("examples", exc, "the example Starlette app") from exc
 
 
 async def index(request: Request) -> Response:

@@ -95,7 +95,8 @@ def split_options(options: Options) -> tuple[Throttle | None, CountingOptions]:
 
 class RecorderSource:
     """A fixed Recorder (given, or built from ``settings``), else the process default looked
-    up at each use, so that ``slicecount.configure()`` after start-up still takes effect.
+    up at each use, so that ``slicecount.configure()`` after start-up still takes effect (it
+    is built here all the same: ConfigurationError now, when the environment is bad).
 
     A core mapping built on ``namer()`` registers its ``forget`` with ``watch()``: when the
     default Recorder is replaced, ids the old one named are dropped and the new one admits
@@ -106,6 +107,8 @@ class RecorderSource:
     def __init__(self, recorder: Recorder | None = None, settings: Settings | None = None) -> None:
         if recorder is None and settings is not None:
             recorder = Recorder(Store(settings))
+        elif recorder is None:  # built now: bad SLICECOUNT_* settings fail at start-up
+            default.get_recorder()
         self.fixed = recorder
         self._current = recorder
         self._forgets: list[Callable[[], None]] = []

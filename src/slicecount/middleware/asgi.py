@@ -10,13 +10,17 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import TYPE_CHECKING, Any
 
-import anyio.to_thread
-
+from slicecount.errors import MissingExtra
 from slicecount.middleware._shell import InFlight, Options, RequestCounter, split_options
 from slicecount.middleware.routes import starlette_route
 from slicecount.throttle.answers import Answer, Headers
 from slicecount.throttle.clients import Peer
 from slicecount.throttle.guard import PASS, Outcome
+
+try:
+    import anyio.to_thread
+except ModuleNotFoundError as exc:
+    raise MissingExtra("asgi", exc, "the ASGI middleware") from exc
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack  # typing.Unpack is 3.11+; only mypy reads it
@@ -132,13 +136,17 @@ _FINAL_KINDS = frozenset({"http.response.pathsend", "http.response.zerocopysend"
 class _Exchange(InFlight):
     """One HTTP request/response: wraps ``send`` to see the status and the last chunk."""
 
-    __slots__ = ("asgi_scope", "done", "entry_root", "middleware", "status", "trailers", "upstream")
+    __slots__ = (
+        "asgi_scope", "done", "entry_app", "entry_root", "middleware", "status", "trailers",
+        "upstream",
+    )  # fmt: skip
 
     def __init__(self, middleware: SliceCountMiddleware, scope: Scope, upstream: Send) -> None:
         super().__init__(middleware.counter.track_queries)
         self.middleware = middleware
         self.asgi_scope = scope
         self.entry_root = scope.get("root_path", "")
+        self.entry_app = scope.get("app")  # a mounted app sets its own: the walk starts here
         self.upstream = upstream
         self.status = 0
         self.trailers = False
@@ -167,6 +175,8 @@ class _Exchange(InFlight):
     def finish(self, status: int) -> None:
         self.done = True
         middleware, scope = self.middleware, self.asgi_scope
+        if self.entry_app is not None and scope.get("app") is not self.entry_app:
+            scope = {**scope, "app": self.entry_app}  # (a mounted FastAPI or Starlette app)
         try:
             route = middleware.route_resolver(scope, self.entry_root)
         except Exception:

@@ -8,12 +8,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from flask import Flask, Request
-from werkzeug.routing import Rule
-
+from slicecount.errors import MissingExtra
 from slicecount.middleware._core import UNMATCHED
 from slicecount.middleware._shell import Options, reusable
 from slicecount.middleware.wsgi import ROUTE_KEY, RouteResolver, SliceCountMiddleware
+
+try:
+    from flask import Flask, Request
+    from werkzeug.routing import Rule
+except ModuleNotFoundError as exc:
+    raise MissingExtra("flask", exc, "the Flask middleware") from exc
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack  # typing.Unpack is 3.11+; only mypy reads it

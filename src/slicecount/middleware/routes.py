@@ -1,9 +1,13 @@
 """Route templates of requests that Starlette or FastAPI routed.
 
 Starlette's router leaves the matched route in ``scope["route"]``; its ``path`` is the template
-(``/users/{id}``). Behind a ``Mount`` the inner router overwrites that key, so the mount
-templates are found again by walking the app's routes. Only duck typing here: no import of
-Starlette unless an older version without ``scope["route"]`` needs the full walk.
+(``/users/{id}``). Recent FastAPI (0.165 here) keeps included routers whole
+(``_IncludedRouter``) and leaves the route's own path there, without the prefixes of the
+routers it was included by: the full template is its
+``scope["fastapi"]["effective_route_context"].path_format``. Behind
+a ``Mount`` the inner router overwrites these keys, so the mount templates are found again by
+walking the app's routes. Only duck typing here: no import of Starlette unless a mount or an
+older version without ``scope["route"]`` needs the walk.
 """
 
 from __future__ import annotations
@@ -19,9 +23,9 @@ Scope = MutableMapping[str, Any]
 
 def starlette_route(scope: Scope, entry_root_path: str) -> str | None:
     """The route template of a request Starlette (or FastAPI) has routed, else None."""
-    route = scope.get("route")
-    if route is not None and scope.get("root_path", "") == entry_root_path:
-        return _template(route)
+    inner = _routed(scope)
+    if inner is not None and scope.get("root_path", "") == entry_root_path:
+        return inner
     app = scope.get("app")
     routes = getattr(app, "routes", None)
     if not routes:
@@ -33,10 +37,24 @@ def starlette_route(scope: Scope, entry_root_path: str) -> str | None:
         "method": scope.get("method", "GET"),
         "path_params": {},
     }
-    return _walk(routes, probe, "")
+    return _walk(routes, probe, "", inner)
 
 
-def _walk(routes: Sequence[Any], scope: dict[str, Any], prefix: str) -> str | None:
+def _routed(scope: Scope) -> str | None:
+    """The template the innermost router that routed the request recorded (relative to its
+    app: a mount's prefix is not in it)."""
+    fastapi = scope.get("fastapi")
+    if isinstance(fastapi, dict):
+        path = getattr(fastapi.get("effective_route_context"), "path_format", None)
+        if isinstance(path, str):
+            return _clean(path)
+    route = scope.get("route")
+    return _template(route) if route is not None else None
+
+
+def _walk(
+    routes: Sequence[Any], scope: dict[str, Any], prefix: str, inner: str | None
+) -> str | None:
     from starlette.routing import Match
 
     partial: str | None = None
@@ -44,11 +62,15 @@ def _walk(routes: Sequence[Any], scope: dict[str, Any], prefix: str) -> str | No
         match, child = route.matches(scope)
         if match is Match.NONE:
             continue
-        path = _template(route) or ""
-        inner = getattr(route, "routes", None)
-        if match is Match.FULL and inner and child.get("root_path") is not None:
+        path = _template(route)
+        nested = getattr(route, "routes", None)
+        if match is Match.FULL and nested and child.get("root_path") is not None:
             # A mounted router: the route is whatever matches inside it (or nothing).
-            return _walk(inner, {**scope, **child}, prefix + path)
+            return _walk(nested, {**scope, **child}, prefix + (path or ""), inner)
+        if path is None:  # FastAPI's included router: the route it chose is in the scope
+            if match is Match.FULL and inner is not None:
+                return prefix + inner
+            continue
         if match is Match.FULL:
             return prefix + path
         partial = partial or prefix + path  # e.g. 405: the route exists, the method does not
@@ -63,6 +85,10 @@ def _template(route: Any) -> str | None:
     path = getattr(route, "path", None)
     if not isinstance(path, str):
         return None
+    return _clean(path)
+
+
+def _clean(path: str) -> str:
     template = _templates.get(path)
     if template is None:
         # "/users/{id:int}" -> "/users/{id}": the converter is part of the code, not the route.

@@ -12,10 +12,8 @@ import logging
 import time
 from typing import Any
 
-from sqlalchemy import event
-from sqlalchemy.engine import Engine
-
 from slicecount.config import Settings
+from slicecount.errors import MissingExtra
 from slicecount.histogram import DEFAULT_DURATION_BUCKETS
 from slicecount.middleware._core import (
     DB_DURATION_METRIC,
@@ -26,6 +24,12 @@ from slicecount.middleware._core import (
 )
 from slicecount.middleware._shell import RecorderSource, current_request
 from slicecount.recorder import Recorder
+
+try:
+    from sqlalchemy import event
+    from sqlalchemy.engine import Engine
+except ModuleNotFoundError as exc:
+    raise MissingExtra("sqlalchemy", exc, "the SQLAlchemy instrumentation") from exc
 
 logger = logging.getLogger("slicecount")
 

@@ -9,9 +9,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-import re2
+from slicecount.errors import MissingExtra, QueryError
 
-from slicecount.errors import QueryError
+try:
+    import re2
+except ModuleNotFoundError as exc:
+    raise MissingExtra("datasource", exc, "the PromQL engine of the datasource") from exc
 
 ValueType = Literal["scalar", "vector", "matrix", "string"]
 Card = Literal["one-to-one", "many-to-one", "one-to-many", "many-to-many"]

@@ -23,11 +23,23 @@ _TOKEN = re.compile(
     """,
     re.VERBOSE,
 )
+_DOTTED = re.compile(r"[A-Za-z_:][A-Za-z0-9_:]*(?:\.[A-Za-z0-9_:]+)+")
+"""A slicecount name written as stored (``http.requests``), where PromQL wants its exposed
+name."""
 _SPACE = re.compile(r"(?:\s+|#[^\n]*)+")
 _ESCAPES = {"a": "\a", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v"}
 _STRING_ESCAPE = re.compile(
     r"\\(?:([abfnrtv\\'\"])|x([0-9a-fA-F]{2})|u([0-9a-fA-F]{4})|U([0-9a-fA-F]{8})|([0-7]{3})|(.))"
 )
+
+
+class DottedName(QueryError):
+    """A name with dots (``http.requests``): ``name`` is it, for a caller that knows how
+    names are exposed to suggest the right one."""
+
+    def __init__(self, message: str, name: str) -> None:
+        super().__init__(message)
+        self.name = name
 
 
 class Token(NamedTuple):
@@ -51,12 +63,23 @@ def tokenize(text: str) -> list[Token]:
             break
         match = _TOKEN.match(text, pos)
         if match is None:
-            raise QueryError(f"parse error at char {pos + 1}: unexpected character {text[pos]!r}")
+            raise _unexpected(text, pos, tokens[-1] if tokens else None)
         kind = match.lastgroup or ""
         tokens.append(Token(kind, match.group(), pos))
         pos = match.end()
     tokens.append(Token("end", "", len(text)))
     return tokens
+
+
+def _unexpected(text: str, pos: int, last: Token | None) -> QueryError:
+    """The error for the character at ``pos``; a dot inside a name says whose."""
+    message = f"parse error at char {pos + 1}: unexpected character {text[pos]!r}"
+    if text[pos] == "." and last is not None and last.kind == "ident":
+        dotted = _DOTTED.match(text, last.pos)
+        if dotted and last.pos + len(last.text) == pos:
+            name = dotted.group()
+            return DottedName(f"{message} in {name!r} (PromQL writes '.' as '_')", name)
+    return QueryError(message)
 
 
 def unquote(token: str) -> str:

@@ -2,7 +2,7 @@
 name the construct and its position. Pure.
 
     sum by (status) (rate(http_requests_total{route=~"/api/.*"}[1m0s]))
-    histogram_quantile(0.95, sum by (le) (rate(http_request_duration_bucket[5m])))
+    histogram_quantile(0.95, sum by (le) (rate(http_request_duration_seconds_bucket[5m])))
 """
 
 from __future__ import annotations

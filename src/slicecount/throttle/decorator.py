@@ -2,7 +2,8 @@
 endpoint, sync or async.
 
 A Flask view is limited inside its request context; a Starlette endpoint takes the request
-(FastAPI: declare a ``request: Request`` parameter). A refused request is answered 429 with
+(FastAPI: declare a ``request: Request`` parameter, else the decorator raises TypeError at
+once, naming the endpoint). A refused request is answered 429 with
 ``Retry-After`` and the ``RateLimit-*`` headers (``headers=True`` puts those on admitted
 responses too, when the view returns a response object or, in Flask, anything
 ``make_response`` takes); with the request middleware around the app it is counted in
@@ -12,8 +13,10 @@ responses too, when the view returns a response object or, in Flask, anything
 from __future__ import annotations
 
 import functools
+import importlib.util
 import inspect
 from collections.abc import Callable
+from types import ModuleType
 from typing import Any, TypeVar, cast
 
 from slicecount.middleware.routes import starlette_route
@@ -53,6 +56,7 @@ def limit(
         )  # fmt: skip
 
     def decorate(view: F) -> F:
+        check_request_findable(view)
         if inspect.iscoroutinefunction(view):
 
             @functools.wraps(view)
@@ -88,14 +92,67 @@ def limit(
     return decorate
 
 
-def _flask_check(guard: Throttle, view: Callable[..., Any]) -> Outcome:
-    from flask import has_request_context, request
+REQUEST_TYPES = ("Request", "HTTPConnection", "WebSocket")
+"""Starlette's (and FastAPI's) classes a parameter may be annotated with to be handed the
+request."""
+ASGI_PACKAGES = frozenset({"starlette", "fastapi"})
+FLASK_PACKAGES = frozenset({"flask", "werkzeug", "quart"})
 
+
+def check_request_findable(view: Callable[..., Any]) -> None:
+    """TypeError now if ``view`` is a Starlette/FastAPI endpoint that is never handed its
+    request (FastAPI passes it only to a parameter annotated ``Request``): such an endpoint
+    would answer 500 on every call. A Flask view finds its request in the context; when the
+    module shows no framework, or both, the check is left to the first call."""
+    try:
+        parameters = inspect.signature(view).parameters.values()
+    except (TypeError, ValueError):  # a builtin or an odd callable: nothing to read
+        return
+    for parameter in parameters:
+        annotation = parameter.annotation
+        if annotation is inspect.Parameter.empty:
+            if parameter.kind in (parameter.POSITIONAL_ONLY, parameter.POSITIONAL_OR_KEYWORD):
+                return  # Starlette hands the request as the first argument (or a Flask URL part)
+            continue
+        text = annotation if isinstance(annotation, str) else getattr(annotation, "__name__", "")
+        if text.rpartition(".")[2] in REQUEST_TYPES:
+            return
+    frameworks = _frameworks(getattr(inspect.unwrap(view), "__globals__", {}))
+    flask_missing = importlib.util.find_spec("flask") is None
+    if frameworks & FLASK_PACKAGES or not (frameworks & ASGI_PACKAGES or flask_missing):
+        return
+    name = f"{getattr(view, '__module__', '?')}.{getattr(view, '__qualname__', view)}"
+    raise TypeError(
+        f"slicecount.limit on {name}: the endpoint takes no request, so the limit cannot "
+        "find its client; add a parameter `request: Request` (from fastapi or starlette)"
+    )
+
+
+def _frameworks(names: dict[str, Any]) -> set[str]:
+    """The top-level packages of the modules, classes and objects a module holds."""
+    found = set()
+    for value in names.values():
+        if isinstance(value, ModuleType):
+            module = value.__name__
+        elif isinstance(value, type) or callable(value):
+            module = getattr(value, "__module__", None) or ""
+        else:
+            module = type(value).__module__
+        found.add(module.partition(".")[0])
+    return found
+
+
+def _flask_check(guard: Throttle, view: Callable[..., Any]) -> Outcome:
+    unlimitable = TypeError(
+        f"slicecount.limit on {view.__qualname__}: no Flask request context and no "
+        "Starlette Request argument (FastAPI: declare a `request: Request` parameter)"
+    )
+    try:
+        from flask import has_request_context, request
+    except ModuleNotFoundError:  # a Starlette or FastAPI install: the request is missing
+        raise unlimitable from None
     if not has_request_context():
-        raise TypeError(
-            f"slicecount.limit on {view.__qualname__}: no Flask request context and no "
-            "Starlette Request argument (FastAPI: declare a `request: Request` parameter)"
-        )
+        raise unlimitable
     rule = request.url_rule
     return guard.check(
         Peer.of_environ(request.environ), request.method, rule.rule if rule else None

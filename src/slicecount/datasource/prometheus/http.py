@@ -8,16 +8,19 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 from urllib.parse import parse_qsl
 
-from starlette.requests import Request
-from starlette.responses import Response
-from starlette.routing import BaseRoute, Route
-
 from slicecount.datasource.limits import LimitExceeded
 from slicecount.datasource.prometheus import api, lookups, results
 from slicecount.datasource.prometheus.params import Params
 from slicecount.datasource.reader import Reader
-from slicecount.errors import ConfigurationError, QueryError, StoreError
+from slicecount.errors import ConfigurationError, MissingExtra, QueryError, StoreError
 from slicecount.promql.values import EvaluationError
+
+try:
+    from starlette.requests import Request
+    from starlette.responses import Response
+    from starlette.routing import BaseRoute, Route
+except ModuleNotFoundError as exc:
+    raise MissingExtra("datasource", exc, "the datasource") from exc
 
 logger = logging.getLogger("slicecount.datasource")
 
@@ -64,7 +67,7 @@ async def answer(
         return respond(*results.error("bad_data", str(exc)))
     except StoreError as exc:
         logger.warning("redis unavailable: %s", exc)
-        return respond(*results.error("unavailable", f"redis unavailable: {exc}"))
+        return respond(*results.error("unavailable", f"redis unavailable: {exc.failure}"))
     except Exception as exc:  # a bug: answered here, so the connection stays open
         logger.exception("prometheus api failed on %s", request.url.path)
         return respond(*results.error("internal", f"internal error: {type(exc).__name__}"))

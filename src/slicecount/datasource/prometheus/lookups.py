@@ -11,11 +11,10 @@ from typing import Any
 from slicecount import __version__
 from slicecount.datasource.discovery import SeriesInfo
 from slicecount.datasource.prometheus import results
-from slicecount.datasource.prometheus.names import Catalogue, derive, family
+from slicecount.datasource.prometheus.names import Catalogue, derive, family, parse_promql
 from slicecount.datasource.prometheus.params import BadData, Params
 from slicecount.datasource.reader import Reader
 from slicecount.promql.ast import VectorSelector
-from slicecount.promql.parser import parse
 
 PROMETHEUS_VERSION = "2.53.0"
 """The API version announced by buildinfo: Grafana enables its features by version (>= 2.24
@@ -32,7 +31,7 @@ async def _exposed_series(reader: Reader, params: Params) -> list[dict[str, str]
             by_stored.setdefault((unique, s.name), []).append(s)
     selectors = [_selector(text) for text in params.all("match[]")]
     out: dict[tuple[tuple[str, str], ...], dict[str, str]] = {}
-    for name, source in catalogue.sources.items():
+    for name, source in catalogue.listed(selectors):
         pairs = [(s.id, s.labels) for s in by_stored.get((source.unique, source.stored), [])]
         for derived in derive(name, source, pairs):
             labels = derived.labels
@@ -42,7 +41,7 @@ async def _exposed_series(reader: Reader, params: Params) -> list[dict[str, str]
 
 
 def _selector(text: str) -> VectorSelector:
-    node = parse(text)
+    node = parse_promql(text)
     if not isinstance(node, VectorSelector):
         raise BadData(f"invalid parameter 'match[]': {text[:80]!r} is not a series selector")
     return node
@@ -71,12 +70,13 @@ async def series(reader: Reader, params: Params) -> dict[str, Any]:
 
 
 async def metadata(reader: Reader, params: Params) -> dict[str, Any]:
-    """/api/v1/metadata: type and help per metric family (a unique series is a gauge)."""
+    """/api/v1/metadata: type, help and unit per metric family (a unique series is a gauge);
+    a deprecated family (``metric=http_request_duration``) only when asked for by name."""
     counters, uniques = await asyncio.gather(reader.stored_names(), reader.all_uniques())
     catalogue = Catalogue.of(counters, {s.name for s in uniques})
     wanted = params.get("metric")
     out: dict[str, list[dict[str, str]]] = {}
-    for name, source in catalogue.sources.items():
+    for name, source in catalogue.sources.items() if wanted else catalogue.listed():
         kind = {"counter": "counter", "unique": "gauge"}.get(source.kind, "histogram")
         key = family(name, source.kind)
         if wanted and key != wanted:
@@ -84,7 +84,8 @@ async def metadata(reader: Reader, params: Params) -> dict[str, Any]:
         help_text = f"slicecount {source.stored.removesuffix('.bucket').removesuffix('.sum_us')}"
         if source.unique:
             help_text += ": distinct values per slice (sum over series is their union)"
-        out.setdefault(key, [{"type": kind, "help": help_text, "unit": ""}])
+        unit = "seconds" if kind == "histogram" and key.endswith("_seconds") else ""
+        out.setdefault(key, [{"type": kind, "help": help_text, "unit": unit}])
     return results.success(out)
 
 

@@ -3,11 +3,17 @@
 The exposed name is the slicecount name with every character outside ``[A-Za-z0-9_:]``
 replaced by ``_``; a counter gets ``_total`` (``http.requests`` -> ``http_requests_total``). A
 histogram ``h`` (``h.bucket{le}`` per bucket, ``h.sum_us``) is ``h_bucket{le}`` (cumulative,
-``le="+Inf"`` included), ``h_sum`` (base units) and ``h_count``. A unique series (distinct
-values per slice) is a gauge: the legacy name, no suffix (``api.users`` -> ``api_users``).
-Two names that map to one are reported, and the first (in sort order) answers; counters and
-histograms are named before unique series, so adding a unique series never takes a name a
-dashboard already reads.
+``le="+Inf"`` included), ``h_sum`` (base units) and ``h_count``; a duration histogram is
+observed in seconds and says so, as Prometheus' naming convention asks
+(``http.request.duration`` -> ``http_request_duration_seconds_bucket``, ``_sum``, ``_count``).
+A unique series (distinct values per slice) is a gauge: the legacy name, no suffix
+(``api.users`` -> ``api_users``). Two names that map to one are reported, and the first (in
+sort order) answers; counters and histograms are named before unique series, so adding a
+unique series never takes a name a dashboard already reads.
+
+Deprecated aliases: the names of 0.1 (a duration histogram without ``_seconds``) still answer
+a selector that names them exactly, for one release; they are not listed (look-ups, metadata,
+regex matchers), so nothing is seen twice.
 """
 
 from __future__ import annotations
@@ -18,11 +24,16 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from slicecount.errors import QueryError
 from slicecount.histogram import BUCKET_SUFFIX, LE_LABEL, MICRO, SUM_SUFFIX, parse_bound
-from slicecount.promql.ast import NAME_LABEL, VectorSelector
+from slicecount.promql.ast import NAME_LABEL, Node, VectorSelector
+from slicecount.promql.lexer import DottedName
+from slicecount.promql.parser import parse
 
 Kind = Literal["counter", "bucket", "count", "sum", "unique"]
 _ILLEGAL = re.compile(r"[^A-Za-z0-9_:]")
+_DURATION = re.compile(r"(?:^|[._:])duration$")
+"""A histogram named so is observed in seconds (the middleware's and the SQLAlchemy hook's)."""
 SCALE = {"counter": 1.0, "bucket": 1.0, "count": 1.0, "sum": 1 / MICRO, "unique": 1.0}
 
 
@@ -30,15 +41,52 @@ def legacy(name: str) -> str:
     return _ILLEGAL.sub("_", name)
 
 
+def histogram_base(stored: str) -> str:
+    """The exposed base name of a histogram (``stored`` without its ``.bucket``/``.sum_us``):
+    a duration's ends in ``_seconds``, its unit."""
+    base = legacy(stored)
+    return base + "_seconds" if _DURATION.search(stored) else base
+
+
 def exposed(stored: str) -> list[tuple[str, Kind]]:
     """The Prometheus names of a stored metric, with what each shows of it."""
     if stored.endswith(BUCKET_SUFFIX):
-        base = legacy(stored[: -len(BUCKET_SUFFIX)])
+        base = histogram_base(stored[: -len(BUCKET_SUFFIX)])
         return [(base + "_bucket", "bucket"), (base + "_count", "count")]
     if stored.endswith(SUM_SUFFIX):
-        return [(legacy(stored[: -len(SUM_SUFFIX)]) + "_sum", "sum")]
+        return [(histogram_base(stored[: -len(SUM_SUFFIX)]) + "_sum", "sum")]
     name = legacy(stored)
     return [(name if name.endswith("_total") else name + "_total", "counter")]
+
+
+def deprecated(stored: str) -> list[tuple[str, Kind]]:
+    """The 0.1 names of a stored metric that differ from today's (a duration histogram's,
+    without ``_seconds``): answered when named exactly, until the next release."""
+    parts: tuple[Kind, ...]
+    for suffix, parts in ((BUCKET_SUFFIX, ("bucket", "count")), (SUM_SUFFIX, ("sum",))):
+        if stored.endswith(suffix) and _DURATION.search(stored[: -len(suffix)]):
+            base = legacy(stored[: -len(suffix)])
+            return [(f"{base}_{kind}", kind) for kind in parts]
+    return []
+
+
+def suggest(stored: str) -> str:
+    """What to write in PromQL for a name written as stored: ``http.requests`` ->
+    ``http_requests_total``, a duration histogram -> its ``_seconds_bucket`` (and kin)."""
+    if stored.endswith((BUCKET_SUFFIX, SUM_SUFFIX)):
+        return exposed(stored)[0][0]
+    if _DURATION.search(stored):  # a histogram's base name
+        base = histogram_base(stored)
+        return f"{base}_bucket (or {base}_sum, {base}_count)"
+    return exposed(stored)[0][0]
+
+
+def parse_promql(text: str) -> Node:
+    """``parse(text)``, but a name written with dots is answered with its Prometheus name."""
+    try:
+        return parse(text)
+    except DottedName as exc:
+        raise QueryError(f"{exc}: did you mean {suggest(exc.name)}?") from None
 
 
 def family(name: str, kind: Kind) -> str:
@@ -67,10 +115,12 @@ class Source:
 
 @dataclass(frozen=True)
 class Catalogue:
-    """Every exposed name, and the collisions found building it."""
+    """Every exposed name, and the collisions found building it. ``sources`` holds the
+    deprecated aliases too; ``aliases`` says which they are (answered only when named)."""
 
     sources: dict[str, Source]
     warnings: tuple[str, ...]
+    aliases: frozenset[str] = frozenset()
 
     @classmethod
     def of(cls, stored_names: Iterable[str], unique_names: Iterable[str] = ()) -> Catalogue:
@@ -89,17 +139,39 @@ class Catalogue:
             f"{', '.join(names)} all map to {name}: only {names[0]} is answered under that name"
             for name, names in sorted(clashes.items())
         )
-        return cls(sources, warnings)
+        aliases = set()
+        for stored, _ in named:  # last: an alias never takes a name that is answered
+            for name, kind in deprecated(stored):
+                if name not in sources:
+                    sources[name] = Source(stored, kind)
+                    aliases.add(name)
+        return cls(sources, warnings, frozenset(aliases))
 
     def matching(self, selector: VectorSelector, unique: bool | None = None) -> list[str]:
         """The exposed names a selector's ``__name__`` matchers accept (of one kind: unique
-        series or not, when ``unique`` is given)."""
+        series or not, when ``unique`` is given); an alias only when named exactly."""
         by_name = [m for m in selector.matchers if m.label == NAME_LABEL]
         return [
             name
             for name, source in self.sources.items()
-            if (unique is None or source.unique == unique) and all(m.matches(name) for m in by_name)
+            if (unique is None or source.unique == unique)
+            and all(m.matches(name) for m in by_name)
+            and (name not in self.aliases or named_exactly(selector, name))
         ]
+
+    def listed(self, selectors: Sequence[VectorSelector] = ()) -> list[tuple[str, Source]]:
+        """The names a look-up shows: every one but the aliases, and those that one of
+        ``selectors`` names exactly."""
+        return [
+            (name, source)
+            for name, source in self.sources.items()
+            if name not in self.aliases or any(named_exactly(s, name) for s in selectors)
+        ]
+
+
+def named_exactly(selector: VectorSelector, name: str) -> bool:
+    """Whether ``selector`` asks for ``name`` by an equality matcher (``name{...}``)."""
+    return any(m.label == NAME_LABEL and m.op == "=" and m.value == name for m in selector.matchers)
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,9 @@ from slicecount.promql.engine import Result, as_scalar, as_vector
 from slicecount.promql.values import Series, Value, format_time, format_value
 
 ERROR_STATUS = {"bad_data": 400, "execution": 422, "unavailable": 503, "timeout": 503}
-ERROR_STATUS |= {"not_found": 404, "internal": 500, "canceled": 499}
+ERROR_STATUS |= {"not_found": 404, "internal": 500, "canceled": 499, "unauthorized": 401}
+"""Prometheus's error types and statuses; ``unauthorized`` is ours (Prometheus has no auth of
+its own; Grafana shows any envelope's ``error``)."""
 
 
 def success(data: Any, warnings: Sequence[str] = (), infos: Sequence[str] = ()) -> dict[str, Any]:
