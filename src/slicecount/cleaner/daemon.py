@@ -109,7 +109,7 @@ class Cleaner:
     ) -> None:
         if interval <= 0:
             raise ValueError(f"interval must be > 0 seconds, got {interval!r}")
-        if sweep_every is not None:  # before 0.x: "a sweep every N passes"
+        if sweep_every is not None:  # the old knob: a sweep every N passes
             warnings.warn(
                 "Cleaner(sweep_every=N) is deprecated: pass sweep_period=N * interval (seconds)",
                 DeprecationWarning,
