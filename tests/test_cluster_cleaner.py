@@ -19,6 +19,7 @@ from slicecount.recorder import Recorder
 from slicecount.series import encode
 from slicecount.slices import oldest_kept, slice_start
 from slicecount.store import Store
+from tests.cleaner import record_sweeps
 from tests.topologies import ClusterGroup
 
 pytestmark = pytest.mark.slow
@@ -86,7 +87,8 @@ def test_retention_is_exact_on_every_shard(cluster: ClusterGroup, store: Store) 
         starts = {slice_start(t, precision) for t in writes[sid]}
         return {start for start in starts if start >= floor}
 
-    cleaner = Cleaner(store, clock=lambda: NOW + 1, sweep_every=10**9)
+    record_sweeps(store, NOW)  # a cleaner back after a gap, its last sweep recent
+    cleaner = Cleaner(store, clock=lambda: NOW + 1)
     cold = cleaner.run_once(every_precision=True)
     assert cold is not None and cold.removed == 0 and cold.full == 0
     for n, sid in enumerate(ids):
@@ -95,7 +97,8 @@ def test_retention_is_exact_on_every_shard(cluster: ClusterGroup, store: Store) 
             left = straggler if precision in (1, 5) else set()
             found = kept(store, "spread", precision, str(n))
             assert set(found) == expected(sid, precision, NOW + 1) | left
-    cleaner.clock, cleaner.sweep_every = (lambda: NOW + 61), 1
+    record_sweeps(store, NOW - 10**6)  # its last sweep long ago: this pass sweeps
+    cleaner.clock = lambda: NOW + 61
     sweep = cleaner.run_once(every_precision=True)
     assert sweep is not None and sweep.full == sweep.hashes
     for n, sid in enumerate(ids):
@@ -118,7 +121,8 @@ def test_emptied_counters_leave_their_shards_registry(cluster: ClusterGroup, sto
     )
     assert {store.keys.shard(sid) for sid in ended} == {store.keys.shard(s) for s in stale}
     assert len({store.keys.shard(sid) for sid in ended}) == 64
-    cleaner = Cleaner(store, clock=lambda: NOW, sweep_every=10**9)
+    record_sweeps(store, NOW)
+    cleaner = Cleaner(store, clock=lambda: NOW)
 
     def registered(ids: list[str], precision: int) -> set[str]:
         _, members = layout(cluster)
@@ -128,7 +132,8 @@ def test_emptied_counters_leave_their_shards_registry(cluster: ClusterGroup, sto
     assert cold is not None and cold.removed == 300
     assert registered(ended, 1) == set() and registered(ended, 5) == set(ended)
     assert registered(stale, 1) == set(stale)  # a short hash's old slice: the sweep's
-    cleaner.clock, cleaner.sweep_every = (lambda: NOW + 60), 1
+    record_sweeps(store, NOW - 10**6)
+    cleaner.clock = lambda: NOW + 60
     sweep = cleaner.run_once(every_precision=True)
     assert sweep is not None and sweep.removed == 300 * 4  # 1, 5, 60 and 300 s slices
     for precision in (1, 5, 60, 300):
@@ -207,7 +212,7 @@ def test_cleaners_and_writers_race_without_orphans_or_losses(
 
     def cleaner_loop(owner: str) -> None:
         with Store(race) as store:
-            cleaner = Cleaner(store, interval=2, clock=clock, owner=owner, sweep_every=4)
+            cleaner = Cleaner(store, interval=2, clock=clock, owner=owner, sweep_period=8)
             while not done.is_set():
                 stats = cleaner.run_once()
                 if stats is not None:
@@ -245,7 +250,8 @@ def test_cleaners_and_writers_race_without_orphans_or_losses(
     assert len(passes) >= 2, passes  # more than one cleaner did passes
     with Store(race) as store:
         # a sweep at the end (interval 1: a pass number of its own, no lease of the race's)
-        last = Cleaner(store, interval=1, clock=lambda: end, owner="last", sweep_every=1)
+        record_sweeps(store, int(end) - 10**6)
+        last = Cleaner(store, interval=1, clock=lambda: end, owner="last")
         assert last.run_once(every_precision=True) is not None
         hashes, members = layout(cluster)
         assert hashes == members

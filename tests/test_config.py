@@ -152,3 +152,11 @@ def test_a_url_without_a_scheme_says_how_to_write_it(url: str, message: str) -> 
     with pytest.raises(ConfigurationError) as raised:
         Settings(redis_url=url)
     assert message in str(raised.value)
+
+
+def test_the_cleaners_sweep_period() -> None:
+    assert Settings().sweep_period == 3600
+    assert Settings.from_env({"SLICECOUNT_SWEEP_PERIOD": "600"}).sweep_period == 600
+    for bad in ("0", "-5", "soon", "nan"):
+        with pytest.raises(ConfigurationError, match="sweep_period"):
+            Settings.from_env({"SLICECOUNT_SWEEP_PERIOD": bad})

@@ -292,4 +292,4 @@ def test_the_datasource_extra_serves_promql(
     assert flask.returncode == 1 and "pip install 'slicecount[flask]'" in flask.stderr
     # a limited endpoint that cannot reach its request: said plainly, though Flask is absent
     no_request = run(datasource_venv / "python", "-c", LIMIT_WITHOUT_REQUEST).stdout
-    assert no_request.startswith("TypeError: slicecount.limit on endpoint:"), no_request
+    assert no_request.startswith("TypeError: slicecount.limit on __main__.endpoint:"), no_request

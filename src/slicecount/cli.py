@@ -179,19 +179,39 @@ def reshard(settings: Settings, shards_before: int) -> None:
 @click.option("--interval", default=60.0, show_default=True, help="seconds between passes")
 @click.option("--once", is_flag=True, help="one pass with every precision due, then exit (cron)")
 @click.option("--now", "now", type=float, default=None, help="trim as if the clock read EPOCH")
-@click.option("--sweep-every", default=60, show_default=True, help="full trim every N passes")
+@click.option(
+    "--sweep-period",
+    type=float,
+    default=None,
+    help="seconds between two sweeps "
+    "(the pass that lists every hash) [SLICECOUNT_SWEEP_PERIOD, 3600]",
+)
+@click.option("--sweep-every", type=int, default=None, deprecated="use --sweep-period SECONDS",
+              help="a sweep every N passes: --sweep-period N x --interval")  # fmt: skip
 def cleaner(
-    settings: Settings, interval: float, once: bool, now: float | None, sweep_every: int
-) -> None:
+    settings: Settings, interval: float, once: bool, now: float | None,
+    sweep_period: float | None, sweep_every: int | None,
+) -> None:  # fmt: skip
     """Trim samples past retention and forget emptied counters (a sidecar daemon)."""
     from slicecount.cleaner import Cleaner
 
+    if sweep_every is not None:
+        if sweep_period is not None:
+            raise click.UsageError("give --sweep-period or --sweep-every, not both")
+        if sweep_every < 1:
+            raise click.BadParameter(f"must be >= 1, got {sweep_every}", param_hint="--sweep-every")
+        sweep_period = sweep_every * interval
+    if sweep_period is not None:
+        try:
+            settings = settings.with_changes(sweep_period=sweep_period)
+        except SlicecountError as exc:
+            raise click.BadParameter(str(exc), param_hint="--sweep-period") from None
     clock: Callable[[], float] = time.time
     if now is not None:  # pinned at start, then advancing with the real clock
         offset = now - time.time()
         clock = lambda: time.time() + offset  # noqa: E731
     store = Store(settings)
-    worker = Cleaner(store, interval, clock=clock, writers_clock=time.time, sweep_every=sweep_every)
+    worker = Cleaner(store, interval, clock=clock, writers_clock=time.time)
     signals = []
 
     def on_signal(signum: int, frame: object) -> None:

@@ -43,6 +43,8 @@ DEFAULT_UNIQUE_EXACT_CAP = 1000
 """Values an exact-mode slice lists before it counts by its HyperLogLog alone."""
 DEFAULT_THROTTLE_DEADLINE = 0.005
 """Seconds a rate-limit check waits on Redis (a few ms: a request must not wait longer)."""
+DEFAULT_SWEEP_PERIOD = 3600.0
+"""Seconds between two cleaner sweeps of a precision (the pass that lists every hash)."""
 
 
 CLUSTER_SHARDS = 64
@@ -183,6 +185,9 @@ class Settings:
     ``UNIQUE_MIN_PRECISION`` s and coarser (the coarsest if none is)."""
     unique_exact_cap: int = DEFAULT_UNIQUE_EXACT_CAP
     """Values listed per slice in exact mode; past it the slice counts by its HyperLogLog."""
+    sweep_period: float = DEFAULT_SWEEP_PERIOD
+    """Seconds between two cleaner sweeps of a precision (slices longer than this: one slice);
+    the time of the last complete sweep is kept in Redis, so cron and restarts honour it."""
     _retention: Mapping[int, int] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -205,6 +210,7 @@ class Settings:
                 f"throttle_strategy must be fixed or sliding, got {self.throttle_strategy!r}"
             )
         set_(self, "max_future", _float("max_future", self.max_future))
+        set_(self, "sweep_period", _float("sweep_period", self.sweep_period))
         set_(self, "max_metrics", _int("max_metrics", self.max_metrics))
         shards = _int("shards", self.shards, minimum=0)
         cluster = parse_url(self.redis_url).kind == "cluster"

@@ -198,11 +198,21 @@ class KeySpace:
 
     def cleaner_cutoffs(self) -> str:
         """HASH precision -> the cutoff the last complete cleaner pass trimmed to."""
-        return (
-            f"{self.prefix}cleaner:cutoffs"
-            if self.shards == 1
-            else f"{self.prefix}cleaner:cutoffs:{{0}}"
-        )
+        return self._tagged_zero("cleaner:cutoffs")
+
+    def cleaner_sweeps(self) -> str:
+        """HASH precision -> the start of the pass whose sweep of it last completed (beside
+        the cutoffs, in shard 0's slot on a cluster)."""
+        return self._tagged_zero("cleaner:sweeps")
+
+    def cleaner_sweep_claim(self, precision: int, last: int | None) -> str:
+        """The claim that elects the one cleaner sweeping ``precision`` after the sweep that
+        completed at ``last`` (None: none on record): a completed sweep changes the name."""
+        after = "none" if last is None else str(last)
+        return f"{self._tagged_zero('cleaner:sweep')}:{precision}:{after}"
+
+    def _tagged_zero(self, name: str) -> str:
+        return f"{self.prefix}{name}" if self.shards == 1 else f"{self.prefix}{name}:{{0}}"
 
     def cleaner_lease(self, pass_index: int) -> str:
         """The lease that elects the one cleaner doing pass ``pass_index``."""

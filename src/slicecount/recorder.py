@@ -207,7 +207,9 @@ class Recorder:
         if not self._flush_lock.acquire(timeout=wait):
             return False
         try:
-            return self._flush()
+            written = self._flush()
+            self._uniques.waking = written
+            return written
         finally:
             self._flush_lock.release()
 

@@ -1,5 +1,6 @@
-"""The cleaner's Redis operations: trim a chunk, the lease, the cutoffs, old annotations, quiet
-writers. Pure. Every script call declares each key it touches (on a cluster: one slot)."""
+"""The cleaner's Redis operations: trim a chunk, the lease, the cutoffs and sweeps, old
+annotations, quiet writers. Pure. Every script call declares each key it touches (on a
+cluster: one slot)."""
 
 from __future__ import annotations
 
@@ -83,10 +84,24 @@ def acquire_lease(ctx: Context, pass_index: int, owner: str, ttl_ms: int) -> Ope
 def cleaner_cutoffs(ctx: Context) -> Operation[dict[int, int]]:
     """precision -> the cutoff the last complete cleaner pass trimmed to."""
     (flat,) = yield Batch([("HGETALL", ctx.keys.cleaner_cutoffs())])
+    return _per_precision(flat)
+
+
+def cleaner_records(ctx: Context) -> Operation[tuple[dict[int, int], dict[int, int]]]:
+    """What a pass starts from, in one round trip: precision -> the cutoff the last complete
+    pass trimmed to, and precision -> the start of the pass whose sweep last completed."""
+    keys = ctx.keys
+    cutoffs, sweeps = yield Batch(
+        [("HGETALL", keys.cleaner_cutoffs()), ("HGETALL", keys.cleaner_sweeps())]
+    )
+    return _per_precision(cutoffs), _per_precision(sweeps)
+
+
+def _per_precision(flat: Sequence[object]) -> dict[int, int]:
     out = {}
-    for precision, cutoff in pairs(flat):
+    for precision, value in pairs(flat):
         try:
-            out[int(precision)] = int(cutoff)
+            out[int(precision)] = int(value)
         except ValueError:
             continue
     return out
@@ -95,6 +110,29 @@ def cleaner_cutoffs(ctx: Context) -> Operation[dict[int, int]]:
 def save_cleaner_cutoff(ctx: Context, precision: int, cutoff: int) -> Operation[None]:
     """Remember that a complete pass trimmed ``precision`` up to ``cutoff``."""
     yield Batch([("HSET", ctx.keys.cleaner_cutoffs(), precision, cutoff)])
+
+
+def claim_sweep(
+    ctx: Context, precision: int, last: int | None, owner: str, ttl_ms: int
+) -> Operation[bool]:
+    """SET NX PX: True for the one cleaner that sweeps ``precision`` after the sweep recorded
+    at ``last``. Cleaners that read the same record race for the same claim; once a sweep is
+    recorded the next one needs a new claim, so sweeps neither overlap nor repeat."""
+    key = ctx.keys.cleaner_sweep_claim(precision, last)
+    (reply,) = yield Batch([("SET", key, owner, "NX", "PX", ttl_ms)])
+    return reply is not None
+
+
+def release_sweep(ctx: Context, precision: int, last: int | None) -> Operation[None]:
+    """Give up an interrupted sweep's claim, so that the next pass sweeps it (no other
+    cleaner can hold that name before it expires, and it outlives a sweep)."""
+    yield Batch([("DEL", ctx.keys.cleaner_sweep_claim(precision, last))])
+
+
+def save_cleaner_sweep(ctx: Context, precision: int, started: int) -> Operation[None]:
+    """Remember that the sweep of ``precision`` by the pass that started at ``started``
+    completed."""
+    yield Batch([("HSET", ctx.keys.cleaner_sweeps(), precision, started)])
 
 
 def forget_writers(ctx: Context, before: float, shard: int = 0) -> Operation[int]:

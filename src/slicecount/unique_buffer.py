@@ -42,6 +42,9 @@ class UniqueValues(SecondsBuffer[dict[UniqueKey, set[str]]]):
         self.early = max_values // 2
         """Values past which the flusher is woken (``wake``) to write them at once."""
         self.wake = threading.Event()
+        self.waking = True
+        """False while flushes fail: a wake would only take the values out of the bound's
+        sight mid-burst, and Redis is away anyway (the flusher backs off)."""
 
     def add(self, key: UniqueKey, value: str, now: float | None) -> Exception | None:
         """Buffer ``value`` for ``key`` at ``now`` (default: the clock); the refusal of a bad
@@ -70,7 +73,8 @@ class UniqueValues(SecondsBuffer[dict[UniqueKey, set[str]]]):
                 values.add(value)
             self.size += 1
             if self.size > self.early:
-                self.wake.set()  # flush now: with Redis up, a burst is written, not dropped
+                if self.waking:  # flush now: with Redis up, a burst is written, not dropped
+                    self.wake.set()
                 if self.size > self.bound:
                     self._drop_oldest()
         finally:

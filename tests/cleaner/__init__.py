@@ -1,0 +1,12 @@
+"""Helpers of the cleaner's tests."""
+
+from __future__ import annotations
+
+from slicecount.store import Store
+
+
+def record_sweeps(store: Store, at: int) -> None:
+    """As if a cleaner's pass starting at ``at`` had swept every precision: a pass after it
+    sweeps only a period later (``at`` long ago: the next pass sweeps)."""
+    for precision in store.settings.precisions:
+        store.save_cleaner_sweep(precision, at)

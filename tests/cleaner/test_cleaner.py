@@ -22,6 +22,7 @@ from slicecount.embedded import EmbeddedRedis
 from slicecount.recorder import Recorder
 from slicecount.slices import oldest_kept, slice_start
 from slicecount.store import Store
+from tests.cleaner import record_sweeps
 
 NOW = 1_700_006_400  # a multiple of 86400
 
@@ -79,8 +80,9 @@ def test_retention_per_precision_and_future_slices_never_push_out_real_ones(
 
 def test_the_schedule_with_an_injected_clock(store: Store) -> None:
     store.apply({"s": {NOW - k: 1 for k in range(0, 200_000, 7)}})
+    record_sweeps(store, NOW)  # the schedule alone: no sweep due in these 12 passes
     clock = [float(NOW)]
-    cleaner = Cleaner(store, interval=60, clock=lambda: clock[0], sweep_every=10**9)
+    cleaner = Cleaner(store, interval=60, clock=lambda: clock[0], sweep_period=10**9)
     trimmed: list[list[int]] = []
     for _ in range(12):
         clock[0] += 60
@@ -99,7 +101,8 @@ def test_the_schedule_with_an_injected_clock(store: Store) -> None:
 
 def test_steady_passes_delete_only_what_expired(store: Store, redis_client: redis.Redis) -> None:
     store.apply({f"m{i}": {NOW - k: 1 for k in range(200)} for i in range(20)})
-    cleaner = Cleaner(store, clock=lambda: NOW + 1, sweep_every=10**9)
+    record_sweeps(store, NOW)  # a cleaner back after a gap, its last sweep recent
+    cleaner = Cleaner(store, clock=lambda: NOW + 1)
     first = cleaner.run_once(every_precision=True)
     # cold, by name, no listing: each 1 s hash is 200 slices long, so the 80 before the cutoff
     # go, then the run goes on (the current slice is not written yet: 81 had expired); the
@@ -117,7 +120,8 @@ def test_steady_passes_delete_only_what_expired(store: Store, redis_client: redi
 
 def test_late_writes_are_caught_by_the_length_check_and_the_sweep(store: Store) -> None:
     store.apply({"late": {NOW - k: 1 for k in range(100)}})
-    cleaner = Cleaner(store, clock=lambda: NOW, sweep_every=10**9)
+    record_sweeps(store, NOW)
+    cleaner = Cleaner(store, clock=lambda: NOW)
     cleaner.run_once(every_precision=True)
     store.apply({"late": {NOW - 5000 - k: 1 for k in range(200)}})  # an old backfill
     cleaner.clock = lambda: NOW + 60
@@ -139,7 +143,8 @@ def test_a_cold_pass_names_the_run_before_the_cutoff_and_leaves_stragglers_to_th
             "ended": {NOW - k: 1 for k in range(120, 290)},  # a run longer than retention
         })  # fmt: skip
         redis_client.hset("count:1:ahead", str(NOW + 3600), 1)  # past the horizon (NOW + 300)
-        cleaner = Cleaner(store, interval=1, clock=lambda: NOW, sweep_every=10**9)
+        record_sweeps(store, NOW)  # just swept: the next sweep is due at NOW + 20
+        cleaner = Cleaner(store, interval=1, clock=lambda: NOW, sweep_period=20)
         cold = cleaner.run_once()
         assert cold is not None and cold.precisions == [1]
 
@@ -162,7 +167,7 @@ def test_a_cold_pass_names_the_run_before_the_cutoff_and_leaves_stragglers_to_th
         assert steady is not None and (steady.full, steady.deleted) == (0, 3 * 10)
         assert kept("sparse") == [NOW - 500, NOW - 300, NOW - 10]
         assert kept("ahead")[-1] == NOW + 3600
-        cleaner.clock, cleaner.sweep_every = (lambda: NOW + 20), 1
+        cleaner.clock = lambda: NOW + 20  # a sweep period since the last sweep
         sweep = cleaner.run_once()  # lists every hash: the stragglers go
         assert sweep is not None and sweep.full == sweep.hashes > 5
         assert kept("sparse") == [NOW - 10]
@@ -265,7 +270,7 @@ def test_writers_and_three_cleaners_race_without_losing_a_slice(
 
     def cleaner_loop(owner: str) -> None:
         with Store(race) as store:
-            cleaner = Cleaner(store, interval=5, clock=clock, owner=owner, sweep_every=3)
+            cleaner = Cleaner(store, interval=5, clock=clock, owner=owner, sweep_period=15)
             while not done.is_set():
                 stats = cleaner.run_once()
                 with lock:

@@ -1,6 +1,15 @@
 from __future__ import annotations
 
-from slicecount.cleaner.plan import annotation_cutoff, due_precisions, pass_index, plan_trim
+from slicecount.cleaner.plan import (
+    Due,
+    annotation_cutoff,
+    due_precisions,
+    pass_index,
+    pass_start,
+    plan_pass,
+    plan_trim,
+    sweep_due,
+)
 from slicecount.config import Settings
 
 SETTINGS = Settings()
@@ -51,3 +60,28 @@ def test_the_horizon_follows_the_writers_clock_not_a_pinned_one() -> None:
     trim = plan_trim(settings, 60, pinned, None, True, writers_now=today)
     assert trim is not None and trim.horizon == today + 300 - (today + 300) % 60
     assert plan_trim(settings, 60, pinned, None, True).horizon < today  # type: ignore[union-attr]
+
+
+def test_a_sweep_is_due_a_period_after_the_last_or_when_none_is_on_record() -> None:
+    start = 1_700_001_200
+    assert sweep_due(60, None, start, 3600)
+    assert sweep_due(60, start - 3600, start, 3600)
+    assert not sweep_due(60, start - 3540, start, 3600)
+    assert not sweep_due(86400, start - 3600, start, 3600)  # day slices: once a day
+    assert sweep_due(86400, start - 86400, start, 3600)
+    assert not sweep_due(60, start + 60, start, 3600)  # a racer's pass a minute ahead
+    assert sweep_due(60, start + 3601, start, 3600)  # the clock went back: as none
+
+
+def test_a_pass_trims_the_scheduled_precisions_and_those_with_a_sweep_due() -> None:
+    index = 28_333_353  # 20 minutes past an hour: 1, 5 and 60 s are scheduled
+    start = pass_start(index, 60)
+    recent = dict.fromkeys(SETTINGS.precisions, start - 60)
+    assert plan_pass(SETTINGS, index, 60, False, recent, 3600) == [
+        Due(1, True, False), Due(5, True, False), Due(60, True, False),
+    ]  # fmt: skip
+    overdue = recent | {1: start - 3600, 86400: start - 86400}
+    assert plan_pass(SETTINGS, index, 60, False, overdue, 3600) == [
+        Due(1, True, True), Due(5, True, False), Due(60, True, False), Due(86400, False, True),
+    ]  # fmt: skip
+    assert [d.sweep for d in plan_pass(SETTINGS, index, 60, True, {}, 3600)] == [True] * 7

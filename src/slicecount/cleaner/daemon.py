@@ -7,17 +7,20 @@ import os
 import socket
 import threading
 import time
+import warnings
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from slicecount.cleaner.plan import (
-    SWEEP_EVERY,
+    Due,
     Trim,
     annotation_cutoff,
-    due_precisions,
     pass_index,
+    pass_start,
+    plan_pass,
     plan_trim,
+    sweep_every,
 )
 from slicecount.errors import StoreError
 from slicecount.store import Store
@@ -60,6 +63,7 @@ class PassStats:
     index: int
     now: float
     precisions: list[int] = field(default_factory=list)
+    swept: list[int] = field(default_factory=list)  # precisions this pass swept, completely
     hashes: int = 0
     deleted: int = 0
     removed: int = 0
@@ -81,6 +85,7 @@ class PassStats:
             "slicecount.cleaner.fields_deleted": self.deleted,
             "slicecount.cleaner.hashes_removed": self.removed,
             "slicecount.cleaner.full_trims": self.full,
+            "slicecount.cleaner.sweeps": len(self.swept),
             "slicecount.cleaner.bad_keys": self.bad,
             "slicecount.cleaner.writers_forgotten": self.writers,
             "slicecount.cleaner.uniques_forgotten": self.uniques,
@@ -98,18 +103,30 @@ class Cleaner:
         *,
         clock: Callable[[], float] = time.time,
         writers_clock: Callable[[], float] | None = None,
-        sweep_every: int = SWEEP_EVERY,
+        sweep_period: float | None = None,
+        sweep_every: int | None = None,
         owner: str | None = None,
     ) -> None:
         if interval <= 0:
             raise ValueError(f"interval must be > 0 seconds, got {interval!r}")
+        if sweep_every is not None:  # the old knob: a sweep every N passes
+            warnings.warn(
+                "Cleaner(sweep_every=N) is deprecated: pass sweep_period=N * interval (seconds)",
+                DeprecationWarning,
+                stacklevel=2,
+            )
+            if sweep_period is None:
+                sweep_period = max(1, sweep_every) * interval
+        period = store.settings.sweep_period if sweep_period is None else sweep_period
+        if not period > 0:
+            raise ValueError(f"sweep_period must be > 0 seconds, got {period!r}")
         self.store = store
         self.interval = interval
+        self.sweep_period = float(period)
         self.clock = clock
         # The writers' clock bounds what is "ahead" (max_future): with --now pinned to a past
         # time, today's slices are still today's, not the future.
         self.writers_clock = writers_clock or (lambda: self.clock())
-        self.sweep_every = max(1, sweep_every)
         self.owner = owner or f"{socket.gethostname()}:{os.getpid()}"
         # per (precision, mode): a 1 s hash costs far more to trim than a 1 day one
         self.chunks: dict[tuple[int, str], ChunkSizer] = {}
@@ -129,24 +146,30 @@ class Cleaner:
             logger.info("pass %d is another cleaner's; standing by", index)
             return None
         stats = PassStats(index, now)
-        previous = self.store.cleaner_cutoffs()
-        sweep = index % self.sweep_every == 0
+        previous, swept = self.store.cleaner_records()
         settings = self.store.settings
         ahead_of = self.writers_clock()
-        for precision in due_precisions(settings, index, self.interval, every_precision):
+        planned = plan_pass(
+            settings, index, self.interval, every_precision, swept, self.sweep_period
+        )
+        for due in planned:
+            sweep = due.sweep and self._claim(due, swept.get(due.precision), lease_ms)
+            if not (sweep or due.scheduled):
+                continue  # another cleaner sweeps it, and the schedule leaves it alone
             trim = plan_trim(
-                settings, precision, now, previous.get(precision), sweep, max(now, ahead_of)
-            )
+                settings, due.precision, now, previous.get(due.precision), sweep,
+                max(now, ahead_of),
+            )  # fmt: skip
             if trim is None:
                 continue
-            stats.precisions.append(precision)
-            for shard in range(settings.shards):
-                self._walk(trim, shard, stats)
-                if stats.interrupted:
-                    break
+            stats.precisions.append(due.precision)
+            self._trim(trim, stats, swept.get(due.precision))
             if stats.interrupted:
                 break
-            self.store.save_cleaner_cutoff(precision, trim.cutoff)
+            self.store.save_cleaner_cutoff(due.precision, trim.cutoff)
+            if sweep:  # only a complete sweep is recorded
+                self.store.save_cleaner_sweep(due.precision, pass_start(index, self.interval))
+                stats.swept.append(due.precision)
         if not stats.interrupted:
             stats.annotations = self.store.trim_annotations(annotation_cutoff(settings, now))
             stats.uniques = self.store.forget_uniques(now)  # their keys expired by themselves
@@ -157,16 +180,42 @@ class Cleaner:
         stats.seconds = time.perf_counter() - started
         self._record(stats)
         logger.info(
-            "pass %d%s: precisions %s, %d hashes, %d fields deleted, %d hashes forgotten, "
-            "%d full trims, %d bad keys, %d annotations, %d writers forgotten, "
-            "%d unique series forgotten, %d calls "
+            "pass %d%s: precisions %s (swept %s), %d hashes, %d fields deleted, "
+            "%d hashes forgotten, %d full trims, %d bad keys, %d annotations, "
+            "%d writers forgotten, %d unique series forgotten, %d calls "
             "(slowest %.1f ms, held Redis %.1f ms at most), %.2f s",
             index, " (interrupted)" if stats.interrupted else "", stats.precisions,
-            stats.hashes, stats.deleted, stats.removed, stats.full, stats.bad,
+            stats.swept, stats.hashes, stats.deleted, stats.removed, stats.full, stats.bad,
             stats.annotations, stats.writers, stats.uniques, stats.calls, stats.slowest_call_ms,
             stats.longest_hold_ms, stats.seconds,
         )  # fmt: skip
         return stats
+
+    def _claim(self, due: Due, last: int | None, lease_ms: int) -> bool:
+        """Whether this cleaner sweeps ``due.precision`` now: the claim outlives the sweep
+        (a period), so a cleaner that died mid-sweep is relieved a period later."""
+        every_ms = int(sweep_every(due.precision, self.sweep_period) * 1000)
+        if self.store.claim_sweep(due.precision, last, self.owner, max(lease_ms, every_ms)):
+            return True
+        logger.info("the sweep of precision %d is another cleaner's", due.precision)
+        return False
+
+    def _trim(self, trim: Trim, stats: PassStats, last_sweep: int | None) -> None:
+        """Walk every shard; a sweep ("full": claimed after ``last_sweep``) left unfinished
+        gives its claim up, so that the next pass sweeps."""
+        done = False
+        try:
+            for shard in range(self.store.settings.shards):
+                self._walk(trim, shard, stats)
+                if stats.interrupted:
+                    return
+            done = True
+        finally:
+            if not done and trim.mode == "full":
+                try:
+                    self.store.release_sweep(trim.precision, last_sweep)
+                except StoreError as exc:
+                    logger.warning("could not give up the sweep's claim: %s", exc)
 
     def _walk(self, trim: Trim, shard: int, stats: PassStats) -> None:
         # Each call trims the members the previous one read (the first only reads), so every

@@ -1,26 +1,53 @@
-"""What a cleaner pass does: which precisions are due and how each is trimmed. Pure.
+"""What a cleaner pass does: which precisions are due, which are swept, how each is trimmed.
+Pure.
 
 The book's schedule: a pass every ``interval`` seconds; precision p is due every
 ``max(1, p // interval)`` passes. Passes are numbered by the clock (``now // interval``), so
 every sidecar agrees on the number without sharing a counter, and the lease is per number.
+Sweeps follow a period instead, from the start of the pass whose sweep last completed (kept in
+Redis), so a daemon just started, a ``--once`` from cron at any minute and several racing
+cleaners all sweep, and none sweeps twice in a period.
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import NamedTuple
 
 from slicecount.config import Settings
 from slicecount.slices import oldest_kept, slice_start
 from slicecount.trimming import MAX_NAMED, Trim
 
-__all__ = ["SWEEP_EVERY", "Trim", "annotation_cutoff", "due_precisions", "pass_index", "plan_trim"]
+__all__ = [
+    "Due",
+    "Trim",
+    "annotation_cutoff",
+    "due_precisions",
+    "pass_index",
+    "pass_start",
+    "plan_pass",
+    "plan_trim",
+    "sweep_due",
+    "sweep_every",
+]
 
-SWEEP_EVERY = 60
-"""A full trim of every due precision every this many passes (hourly at the default 60 s
-interval): it lists every hash, so it catches what the cheaper passes do not look for (see
-``plan_trim``)."""
+
+class Due(NamedTuple):
+    """A precision a pass trims: by the schedule (or ``--once``), and/or to sweep it."""
+
+    precision: int
+    scheduled: bool
+    sweep: bool
 
 
 def pass_index(now: float, interval: float) -> int:
     return int(now // interval)
+
+
+def pass_start(index: int, interval: float) -> int:
+    """The second pass ``index`` starts at: what its sweeps are recorded as (a cron job a few
+    seconds late still finds its previous run a whole period before)."""
+    return int(index * interval)
 
 
 def due_precisions(
@@ -28,6 +55,44 @@ def due_precisions(
 ) -> list[int]:
     """The precisions to trim in pass ``index`` (all of them with ``every``, as --once does)."""
     return [p for p in settings.precisions if every or index % max(1, int(p // interval)) == 0]
+
+
+def sweep_every(precision: int, period: float) -> float:
+    """Seconds between two sweeps of ``precision``: the period, or one slice when slices are
+    longer (slices of p seconds expire only at multiples of p: a sweep in between finds only
+    late writes)."""
+    return max(period, precision)
+
+
+def sweep_due(precision: int, last: int | None, started: int, period: float) -> bool:
+    """Whether the pass that started at ``started`` sweeps ``precision``, given the start of
+    the pass whose sweep of it last completed (None: none on record). A record further ahead
+    than a period (the clock went back, a ``--now`` in the future) counts as none."""
+    if last is None:
+        return True
+    every = sweep_every(precision, period)
+    return started - last >= every or last - started > every
+
+
+def plan_pass(
+    settings: Settings,
+    index: int,
+    interval: float,
+    every: bool,
+    swept: Mapping[int, int],
+    period: float,
+) -> list[Due]:
+    """The precisions pass ``index`` trims: those the schedule makes due (all with ``every``)
+    and those whose sweep is due (``swept``: precision -> the start of the pass whose sweep
+    last completed), whatever the schedule says: a precision trimmed once a day is swept on
+    a daemon's first pass too."""
+    scheduled = set(due_precisions(settings, index, interval, every))
+    started = pass_start(index, interval)
+    planned = [
+        Due(p, p in scheduled, sweep_due(p, swept.get(p), started, period))
+        for p in settings.precisions
+    ]
+    return [due for due in planned if due.scheduled or due.sweep]
 
 
 def plan_trim(

@@ -13,14 +13,17 @@ from __future__ import annotations
 import logging
 from importlib import resources
 
-from starlette.requests import Request
-from starlette.responses import HTMLResponse, JSONResponse, Response
-from starlette.routing import Route
-
 from slicecount.batches import ping
 from slicecount.datasource.auth import LIVENESS, READINESS, wants_page
 from slicecount.datasource.reader import Reader
-from slicecount.errors import StoreError
+from slicecount.errors import MissingExtra, StoreError
+
+try:
+    from starlette.requests import Request
+    from starlette.responses import HTMLResponse, JSONResponse, Response
+    from starlette.routing import Route
+except ModuleNotFoundError as exc:
+    raise MissingExtra("datasource", exc, "the datasource") from exc
 
 logger = logging.getLogger("slicecount.datasource")
 

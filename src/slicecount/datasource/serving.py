@@ -17,12 +17,15 @@ from contextlib import contextmanager
 from dataclasses import asdict, fields
 from typing import Any
 
-from starlette.applications import Starlette
-
 from slicecount.config import Settings
 from slicecount.datasource.app import create_app
 from slicecount.datasource.limits import Limits
-from slicecount.errors import ConfigurationError
+from slicecount.errors import ConfigurationError, MissingExtra
+
+try:
+    from starlette.applications import Starlette
+except ModuleNotFoundError as exc:
+    raise MissingExtra("datasource", exc, "the datasource") from exc
 
 RESOLVED_VARIABLE = "_SLICECOUNT_DATASOURCE_RESOLVED"
 """The path of the resolved settings' file, for the workers of this command only."""
