@@ -38,7 +38,9 @@ WATCHED = {
 """The packages an extra may or may not bring: the uses' own and the dev tools."""
 ASGI = {"starlette", "anyio"}
 DATASOURCE = {"click", "starlette", "anyio", "uvicorn", "google-re2"}  # uvicorn needs click
-EXAMPLES = {"flask", "click", "sqlalchemy", "starlette", "anyio", "gunicorn", "uvicorn"}
+EXAMPLES = {
+    "flask", "click", "sqlalchemy", "starlette", "anyio", "gunicorn", "uvicorn", "fastapi"
+}  # fmt: skip
 PULLS: dict[str, set[str]] = {
     "": set(),
     "flask": {"flask", "click"},  # Flask itself requires click
@@ -211,6 +213,7 @@ def test_the_core_runs_without_extras_and_each_module_names_the_extra_it_lacks(
         "slicecount.datasource.app": "datasource",
         "slicecount.promql.parser": "datasource",
         "slicecount.examples.starlette_app": "asgi",  # its first missing import: the middleware
+        "slicecount.examples.fastapi_app": "examples",
     }
     for module, extra in expected.items():
         assert outcome[module] is not None and outcome[module][0] == extra, (module, outcome)

@@ -90,7 +90,6 @@ class Demo:
         self.store: Store | None = None
         self.state_file: Path | None = None
         self.started = time.time()
-        self._thread: threading.Thread | None = None
 
     def start(self, echo: Callable[[str], None]) -> None:
         self.redis.start()
@@ -149,7 +148,7 @@ class Demo:
     def run(self, seconds: float, echo: Callable[[str], None], every: float = 3.0) -> None:
         """Traffic for ``seconds``, a summary line every ``every`` seconds."""
         assert self.traffic is not None
-        thread = self._thread = self.traffic.start(seconds)
+        thread = self.traffic.start(seconds)
         while thread.is_alive():
             thread.join(every)
             echo(self.summary())
@@ -180,9 +179,9 @@ class Demo:
         stops. ``hurry`` set (a second Ctrl-C): kill what is still running."""
         stopped = Stopped()
         if self.traffic is not None:
-            self.traffic.stop()
-            if self._thread is not None:
-                self._thread.join(STOP_TIMEOUT)
+            # the last answers counted before they are read (a wait that a Ctrl-C during
+            # run()'s join cannot cut short: see Traffic.wait)
+            self.traffic.stop(STOP_TIMEOUT)
             stopped.answered, stopped.failed = self.traffic.sent, self.traffic.failed
         apps = [s for s in self.services if s.name in APPS]
         for group in (apps, [s for s in self.services if s.name not in APPS]):

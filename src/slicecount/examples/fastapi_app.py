@@ -11,9 +11,14 @@ middleware flushes on the lifespan's shutdown).
 
 from __future__ import annotations
 
-from fastapi import APIRouter, FastAPI, HTTPException, Request
-
 import slicecount
+from slicecount.errors import MissingExtra
+
+try:
+    from fastapi import APIRouter, FastAPI, HTTPException, Request
+except ModuleNotFoundError as exc:
+    raise MissingExtra("examples", exc, "the FastAPI example") from exc
+
 from slicecount.middleware.starlette import SliceCountMiddleware
 
 items = APIRouter(prefix="/items", tags=["items"])

@@ -65,8 +65,19 @@ class Traffic:
     sent: int = 0
     failed: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _running: int = 0
+    """Workers started and not yet done (``_idle`` notified when one ends)."""
+    _idle: threading.Condition = field(default_factory=threading.Condition)
 
     def _worker(self, k: int, until: float) -> None:
+        try:
+            self._send(k, until)
+        finally:
+            with self._idle:
+                self._running -= 1
+                self._idle.notify_all()
+
+    def _send(self, k: int, until: float) -> None:
         rng = random.Random(None if self.seed is None else self.seed + k)
         conns: dict[str, http.client.HTTPConnection] = {}
         pause = self.threads / self.rate
@@ -104,17 +115,29 @@ class Traffic:
             for k in range(self.threads)
         ]
         for worker in workers:
+            with self._idle:  # counted before it starts: stop() cannot miss it
+                self._running += 1
             worker.start()
-        for worker in workers:
-            worker.join()
+        self.wait()
 
     def start(self, seconds: float) -> threading.Thread:
         thread = threading.Thread(target=self.run, args=(seconds,), daemon=True)
         thread.start()
         return thread
 
-    def stop(self) -> None:
+    def wait(self, timeout: float | None = None) -> bool:
+        """Until every worker is done (its last answer counted in ``sent`` or ``failed``);
+        False if one still runs after ``timeout`` seconds. Not ``Thread.join``: a join that a
+        Ctrl-C interrupts marks a thread done that still runs (CPython issue 90882, seen on
+        3.11), and ``sent`` read then misses the answers still on their way."""
+        with self._idle:
+            return self._idle.wait_for(lambda: self._running == 0, timeout)
+
+    def stop(self, timeout: float | None = 0.0) -> bool:
+        """Stop sending; with ``timeout``, ``wait()`` for the requests in flight (the default
+        0: don't wait). True when every worker is done."""
         self.stop_event.set()
+        return self.wait(timeout)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -132,7 +155,7 @@ def main() -> None:
     try:
         traffic.run(args.seconds)
     except KeyboardInterrupt:
-        traffic.stop()
+        traffic.stop(timeout=15.0)  # the answers on their way are counted before we say
     print(f"sent {traffic.sent} requests, {traffic.failed} failed")
 
 
