@@ -18,7 +18,7 @@ PURE = [
     "slicecount.replies",
     "slicecount.writing",
     "slicecount.reading",
-    "slicecount.datasource.query",
+    "slicecount.datasource.targets",
     "slicecount.promql.parser",
     "slicecount.promql.engine",
     "slicecount.datasource.prometheus.names",

@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from slicecount.datasource.evaluate import quantile
 from slicecount.histogram import parse_bound
 from slicecount.store import Store
 
@@ -90,3 +89,23 @@ def expected_rows(now: int, seconds: float) -> list[Row]:
         assert p95 is not None and not math.isnan(p95)
         rows.append(Row(route, total, total / seconds, errors / total, float(p95)))
     return sorted(rows, key=lambda row: -row.requests)
+
+
+def quantile(q: float, bounds: list[float], counts: list[int]) -> float | None:
+    """routes.js' estimate from non-cumulative bucket counts (the page sums a route's buckets
+    over the range): linear inside the bucket holding rank q, 0 below the first bucket, the
+    highest finite bound for +Inf."""
+    total = sum(counts)
+    if not total > 0:
+        return None
+    rank = q * total
+    cumulative, lower = 0.0, 0.0
+    for bound, count in zip(bounds, counts, strict=True):
+        if count > 0 and cumulative + count >= rank:
+            if math.isinf(bound):
+                return lower
+            return lower + (bound - lower) * (rank - cumulative) / count
+        cumulative += count
+        if not math.isinf(bound):
+            lower = bound
+    return lower

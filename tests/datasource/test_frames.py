@@ -8,11 +8,13 @@ from typing import Any
 
 import pytest
 
-from slicecount.datasource.evaluate import Series, Timeline, Value
 from slicecount.datasource.frames import (
+    Line,
+    Value,
     annotation_table,
     datapoints,
     legacy_annotations,
+    legend,
     number,
     points_template,
     table,
@@ -21,7 +23,7 @@ from slicecount.datasource.frames import (
 from slicecount.datasource.render import render
 
 T0 = 1_700_000_040  # a multiple of 60
-TIMELINE = Timeline(60, range(T0, T0 + 180, 60), now=T0 + 150, oldest=T0)
+STARTS = range(T0, T0 + 180, 60)
 
 
 def test_numbers_whole_values_as_integers_and_not_finite_as_null() -> None:
@@ -52,10 +54,10 @@ def test_datapoints_text_is_what_json_dumps_writes(values: list[Value]) -> None:
 
 def test_timeseries_one_frame_per_series_value_first_milliseconds_ascending() -> None:
     series = [
-        Series("http.requests", {"status": "200"}, [60.0, 0.5, None]),
-        Series("", {}, [1.0, 2.0, 3.0]),
+        Line(legend("http.requests", {"status": "200"}), {"status": "200"}, [60.0, 0.5, None]),
+        Line(legend("", {}), {}, [1.0, 2.0, 3.0]),
     ]
-    frames = timeseries("A", series, TIMELINE)
+    frames = timeseries("A", series, STARTS)
     assert json.loads(render(frames)) == [
         {
             "target": 'http.requests{status="200"}',
@@ -76,9 +78,10 @@ def test_timeseries_one_frame_per_series_value_first_milliseconds_ascending() ->
 
 
 def test_table_has_a_column_per_label_but_le_then_total_and_last() -> None:
+    tags = [{"route": "/a", "le": "0.1"}, {"method": "GET"}]
     series = [
-        Series("h.bucket", {"route": "/a", "le": "0.1"}, [1.0, None, 2.5]),
-        Series("h.bucket", {"method": "GET"}, [None, None, None]),
+        Line(legend("h.bucket", tags[0]), tags[0], [1.0, None, 2.5]),
+        Line(legend("h.bucket", tags[1]), tags[1], [None, None, None]),
     ]
     frame = table("T", series)
     assert frame == {

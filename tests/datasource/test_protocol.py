@@ -7,7 +7,6 @@ from typing import Any
 import pytest
 
 from slicecount.datasource.limits import LimitExceeded, Limits
-from slicecount.datasource.nodes import Aggregate, Matcher, Quantile, Rate, Selector
 from slicecount.datasource.protocol import (
     Target,
     adhoc_matchers,
@@ -21,7 +20,9 @@ from slicecount.datasource.protocol import (
     regex_escape,
     visible_targets,
 )
+from slicecount.datasource.targets import parse
 from slicecount.errors import QueryError
+from slicecount.promql.ast import Aggregate, Call, Matcher, MatrixSelector, NumberLiteral
 
 LIMITS = Limits(max_targets=3, max_range_seconds=86400)
 
@@ -89,13 +90,15 @@ def test_adhoc_filters_from_either_field() -> None:
     scenes = {"filters": [{"key": "route", "operator": "=|", "values": ["/a", "/b.c"]}]}
     (either,) = adhoc_matchers(scenes)
     assert (either.label, either.op, either.value) == ("route", "=~", r"\/a|\/b\.c")
-    assert either.matches({"route": "/b.c"}) and not either.matches({"route": "/bxc"})
+    assert either.matches("/b.c") and not either.matches("/bxc")
     (nothing,) = adhoc_matchers({"filters": [{"key": "route", "operator": "=|", "values": []}]})
-    assert not nothing.matches({"route": ""}) and not nothing.matches({"route": "/a"})
+    assert not nothing.matches("") and not nothing.matches("/a")
     (anything,) = adhoc_matchers({"filters": [{"key": "route", "operator": "!=|", "values": []}]})
-    assert anything.matches({"route": "/a"})
+    assert anything.matches("/a")
     legacy = {"filters": [], "adhocFilters": [{"key": "status", "operator": ">", "value": 499}]}
     assert adhoc_matchers(legacy) == (Matcher("status", ">", "499"),)
+    (above,) = adhoc_matchers(legacy)
+    assert above.matches("500") and not above.matches("404") and not above.matches("n/a")
     with pytest.raises(QueryError, match="needs a string key"):
         adhoc_matchers({"filters": [{"key": 5}]})
 
@@ -105,17 +108,26 @@ def test_builder_payload_compiles_to_the_same_tree_as_the_code_editor() -> None:
                "precision": "300", "method": "GET"}  # fmt: skip
     node, pinned = compile_target(Target("A", "http.requests", False, payload), ())
     assert pinned == 300
-    assert isinstance(node, Aggregate) and node.by == ("route",)
-    assert isinstance(node.arg, Rate) and isinstance(node.arg.arg, Selector)
-    assert [(m.label, m.value) for m in node.arg.arg.matchers] == [
+    assert isinstance(node, Aggregate) and node.grouping == ("route",)
+    rate = node.expr
+    assert isinstance(rate, Call) and rate.func == "rate"
+    window = rate.args[0]
+    assert isinstance(window, MatrixSelector) and window.range == 0  # a point's slices
+    assert [(m.label, m.value) for m in window.vector.matchers] == [
+        ("__name__", "http.requests"),
         ("status", "(?:2..)|(?:3..)"),
         ("method", "GET"),
     ]
+    code = parse('sum by (route) (rate(http.requests{status=~"(?:2..)|(?:3..)",method=~"GET"}))')
+    assert repr(code) == repr(node)  # the builder and the code editor: one tree
     quantile, auto = compile_target(Target("A", "h", False, {"function": "p95"}), ())
-    assert isinstance(quantile, Quantile) and quantile.q == 0.95 and auto is None
+    assert isinstance(quantile, Call) and quantile.func == "histogram_quantile" and auto is None
+    assert isinstance(quantile.args[0], NumberLiteral) and quantile.args[0].value == 0.95
     adhoc = (Matcher.make("route", "=", "/"),)
     plain, _ = compile_target(Target("A", "x", False, {"precision": "auto"}), adhoc)
-    assert plain == Selector(("x",), adhoc)
+    assert isinstance(plain, Call) and plain.func == "increase"
+    assert isinstance(plain.args[0], MatrixSelector)
+    assert plain.args[0].vector.matchers[1:] == adhoc
     with pytest.raises(QueryError, match=r"payload\.function"):
         compile_target(Target("A", "x", False, {"function": "median"}), ())
     with pytest.raises(QueryError, match=r"payload\.precision"):

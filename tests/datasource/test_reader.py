@@ -121,6 +121,36 @@ def test_discovery_is_reused_within_its_ttl(data: Settings) -> None:
     assert fresh.kinds() == ["series", "read", "series", "read"]
 
 
+def test_what_a_query_derives_from_discovery_follows_the_cache(
+    data: Settings, store: Store
+) -> None:
+    """The names and the series a selector matches are remembered with the discovery answer
+    they came from: a new series (of a known metric, of a new one) is answered as soon as
+    discovery is asked again, and not before."""
+    targets = [
+        {"target": 'http.requests{route=~"/c|/d"}', "refId": "A"},
+        {"target": "(jobs.done|http.requests)", "refId": "B"},
+    ]
+    body = legacy_body(targets, NOW - HOUR, NOW)
+
+    async def before_and_after(ttl: float, route: str, queue: str) -> list[list[int]]:
+        """How many lines each target has, before and after two new series are written."""
+        async with AsyncStore(data, clock=lambda: NOW) as async_store:
+            reader = Reader(async_store, Limits(), clock=lambda: NOW, ttl=ttl)
+            answers = [json.loads((await endpoints.query(reader, body)).body)]
+            store.apply(
+                {
+                    f'http.requests{{method="GET",route="{route}",status="200"}}': {NOW - 30: 4},
+                    f'jobs.done{{queue="{queue}"}}': {NOW - 30: 2},
+                }
+            )
+            answers.append(json.loads((await endpoints.query(reader, body)).body))
+        return [[sum(f["refId"] == r for f in frames) for r in "AB"] for frames in answers]
+
+    assert asyncio.run(before_and_after(3600, "/c", "mail")) == [[0, 3], [0, 3]]
+    assert asyncio.run(before_and_after(0, "/d", "sms")) == [[1, 5], [2, 7]]
+
+
 def test_the_series_limit_stops_the_query_before_any_read(data: Settings, store: Store) -> None:
     store.apply({f'many{{i="{i}"}}': {NOW - 10: 1} for i in range(6)})
     body = legacy_body(

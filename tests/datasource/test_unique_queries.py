@@ -145,9 +145,11 @@ def test_statistics_of_counts_are_fine_other_combinations_refused(uclient: TestC
     (routes,) = query(uclient, "count(unique(visitors))")
     assert points(routes)[MINUTE] == 2
     assert "union" in refused(uclient, "sum(max by (route) (unique(visitors)))")
-    assert "not a rate" in refused(uclient, "rate(unique(visitors))")
-    assert "not a rate" in refused(uclient, "unique(visitors)", function="rate")
-    assert "target of their own" in refused(uclient, "unique(visitors) / http.requests")
+    assert "rate() over unique series" in refused(uclient, "rate(unique(visitors))")
+    assert "rate() over unique series" in refused(uclient, "unique(visitors)", function="rate")
+    # one engine: unique series and counters in one target (their own target before)
+    (mixed,) = query(uclient, "sum(unique(visitors)) / sum(http.requests)")
+    assert mixed["target"] == "visitors"
     assert "takes a metric selector" in refused(uclient, "unique(sum(visitors))")
     assert "not 5 s" in refused(uclient, "unique(visitors)", precision="5")
 

@@ -8,11 +8,11 @@ from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple, Protocol
 
 from slicecount.config import Settings
-from slicecount.datasource.nodes import Selector, Unique, compile_regex
-from slicecount.datasource.protocol import FUNCTIONS, regex_escape
-from slicecount.datasource.query import parse, unescape
+from slicecount.datasource.protocol import FUNCTIONS
+from slicecount.datasource.targets import one_slice, parse, regex_escape, unescape, unique_name
 from slicecount.errors import QueryError
 from slicecount.histogram import BUCKET_SUFFIX, LE_LABEL
+from slicecount.promql.ast import NAME_LABEL, VectorSelector, compile_regex
 from slicecount.unique_reading import kept_precisions
 
 
@@ -36,7 +36,7 @@ _VARIABLE = re.compile(r"\s*(metrics|label_names|label_values)\s*\((.*)\)\s*\Z",
 
 def unique_entry(name: str) -> str:
     """How a unique metric is listed to Grafana: as the target that reads it."""
-    return f"unique({name})"
+    return unique_name(name)
 
 
 def entry_metric(entry: str) -> tuple[str, bool]:
@@ -99,11 +99,25 @@ def _selected(
     text: str, everything: Sequence[SeriesInfo], uniques: Sequence[SeriesInfo]
 ) -> list[SeriesInfo]:
     node = parse(text)
-    if isinstance(node, Unique):
-        return [s for s in of_metric(uniques, node.arg.names) if node.arg.matches(s.labels)]
-    if not isinstance(node, Selector):
+    window = one_slice(node)
+    if window is None:
         raise QueryError(f"expected a metric selector, got {text!r}")
-    return [s for s in of_metric(everything, node.names) if node.matches(s.labels)]
+    selector = window.vector
+    if isinstance(node, VectorSelector):  # unique(...)
+        return [s for s in uniques if _selects(selector, unique_name(s.name), s.labels)]
+    return [
+        s
+        for s in everything
+        if _selects(selector, s.name, s.labels)
+        or (
+            s.name.endswith(BUCKET_SUFFIX)
+            and _selects(selector, s.name[: -len(BUCKET_SUFFIX)], s.labels)
+        )
+    ]
+
+
+def _selects(selector: VectorSelector, name: str, labels: dict[str, str]) -> bool:
+    return selector.matches({**labels, NAME_LABEL: name})
 
 
 def precision_options(settings: Settings, unique: bool = False) -> list[dict[str, str]]:

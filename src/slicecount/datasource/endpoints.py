@@ -1,91 +1,132 @@
 """One function per POST endpoint: a checked JSON body in, a JSON-ready answer out.
 
-Each composes the pure steps (plan, discovery, budget, evaluate, frames) around the Reader's I/O
-and raises QueryError (or LimitExceeded) for the app to map to 4xx. No HTTP framework here.
+Each composes the pure steps (targets, discovery, frames) around the Reader's I/O and the one
+query loop (``execute``), and raises QueryError (or LimitExceeded) for the app to map to 4xx.
+No HTTP framework here.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import asyncio
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from slicecount.datasource import discovery, frames, unique_reader
-from slicecount.datasource.budget import check_work, work_of
+from slicecount.datasource import discovery, frames, targets
 from slicecount.datasource.discovery import SeriesInfo
-from slicecount.datasource.evaluate import Series, evaluate
-from slicecount.datasource.nodes import Node
-from slicecount.datasource.plan import (
-    AnnotationQuery,
-    Chosen,
-    QueryPlan,
-    SeriesQuery,
-    filled,
-    plan_query,
+from slicecount.datasource.execute import Answer, Query, run
+from slicecount.datasource.limits import LimitExceeded
+from slicecount.datasource.prometheus.names import Catalogue
+from slicecount.datasource.prometheus.plan import panel_step
+from slicecount.datasource.protocol import (
+    Target,
+    adhoc_matchers,
+    annotation_tags,
+    compile_target,
+    is_annotation_query,
+    parse_range,
+    positive_number,
+    require_object,
+    visible_targets,
 )
-from slicecount.datasource.protocol import annotation_tags, parse_range, require_object
-from slicecount.datasource.reader import Loaded, Reader
+from slicecount.datasource.reader import Reader, all_done
 from slicecount.datasource.render import Rendered, render
-from slicecount.errors import MissingExtra, QueryError
-
-try:
-    import anyio.to_thread
-except ModuleNotFoundError as exc:
-    raise MissingExtra("datasource", exc, "the datasource") from exc
+from slicecount.errors import QueryError
+from slicecount.promql.ast import Call
+from slicecount.promql.engine import Result
+from slicecount.promql.values import EvaluationError, Series, without_name
+from slicecount.slices import slice_starts
 
 Body = Mapping[str, Any]
 
 
 async def query(reader: Reader, body: Body) -> Rendered:
-    """/query: every target planned, its series discovered and its work checked, then read
-    together and evaluated; frames in target order.
-
-    A heavy request (more than ``max_inline_points``) waits for its turn, then is evaluated
-    and encoded in a worker thread: the event loop stays free for light requests."""
-    plan = plan_query(body, reader.settings, reader.limits, reader.clock())
-    chosen = await reader.discover(plan)
-    picked = await unique_reader.discover(reader, plan)
-    work = check_work(
-        {
-            q: work_of(q, chosen[q]) + unique_reader.work(q, picked.get(q))
-            for q in plan.series_queries
-        },
-        reader.limits,
-    )
-    if work.points <= reader.limits.max_inline_points:
-        loaded = await reader.read(plan, chosen)
-        unions = await unique_reader.read(reader, plan, picked)
-        return Rendered(render(answer(plan, chosen, loaded, unions)))
-    async with reader.heavy():
-        loaded = await reader.read(plan, chosen)
-        unions = await unique_reader.read(reader, plan, picked)
-        body_bytes = await anyio.to_thread.run_sync(
-            lambda: render(answer(plan, chosen, loaded, unions))
-        )
-        return Rendered(body_bytes)
-
-
-def answer(
-    plan: QueryPlan,
-    chosen: Mapping[SeriesQuery, Chosen],
-    loaded: Loaded,
-    unions: Mapping[SeriesQuery, Mapping[Node, list[Series]]] | None = None,
-) -> list[dict[str, Any]]:
-    """The frames of every target from what was read. Pure."""
-    out: list[dict[str, Any]] = []
-    for planned in plan.targets:
-        ref_id = planned.target.ref_id
-        if isinstance(planned, AnnotationQuery):
-            out.append(frames.annotation_table(ref_id, loaded.annotations[planned]))
+    """/query: every target compiled to PromQL (``targets``) and planned, then all of them run
+    by the one loop (``execute``): discovered, checked, read together and evaluated; frames
+    in target order, each point dated by the start of its slices."""
+    start, end = parse_range(body, reader.limits)
+    adhoc = adhoc_matchers(body)
+    interval_ms = positive_number(body, "intervalMs") or 0.0
+    max_points = positive_number(body, "maxDataPoints")
+    wanted = max(interval_ms / 1000, (end - start) / max_points if max_points else 0.0)
+    now = reader.clock()
+    order: list[tuple[Target, Query | tuple[str, ...]]] = []
+    for target in visible_targets(body, reader.limits):
+        if is_annotation_query(body, target):
+            order.append((target, tuple(annotation_tags(target.text))))
             continue
-        timeline = planned.timeline
-        data = filled(chosen[planned], timeline, loaded.counts.get(timeline, {}))
-        counted = (unions or {}).get(planned)
-        series = evaluate(planned.node, data, timeline, unions=counted)
-        if planned.target.table:
-            out.append(frames.table(ref_id, series))
-        else:
-            out.extend(frames.timeseries(ref_id, series, timeline))
-    return out
+        node, pinned = compile_target(target, adhoc)
+        unique = targets.reads_unique(node)
+        step, among = panel_step(reader.settings, start, now, wanted, unique, pinned)
+        starts = slice_starts(step, start, end)
+        if len(starts) > reader.limits.max_points:
+            raise LimitExceeded(
+                f"{len(starts)} points per series at precision {step} s, more than the limit "
+                f"of {reader.limits.max_points}: shorten the range or pick a coarser precision"
+            )
+        times = tuple([float(s + step) for s in starts])  # a point's slices end at its time
+        label = target.ref_id or target.text[:40]
+        order.append((target, Query(node, times, step, label, partial=True, among=among)))
+    notes: list[list[dict[str, Any]]] = [[] for _ in order]
+
+    async def annotations() -> None:
+        asked = [(i, tags) for i, (_, tags) in enumerate(order) if isinstance(tags, tuple)]
+        tasks = [asyncio.ensure_future(reader.annotations(start, end, t)) for _, t in asked]
+        await all_done(tasks)
+        for (i, _), task in zip(asked, tasks, strict=True):
+            notes[i] = task.result()
+
+    queries = [q for _, q in order if isinstance(q, Query)]
+
+    def finish(answers: list[Answer], warnings: tuple[str, ...]) -> bytes:
+        found = iter(answers)
+        out: list[dict[str, Any]] = []
+        for (target, planned), noted in zip(order, notes, strict=True):
+            if not isinstance(planned, Query):
+                out.append(frames.annotation_table(target.ref_id, noted))
+                continue
+            answer = next(found)
+            lines = _lines(planned, answer)
+            if target.table:
+                out.append(frames.table(target.ref_id, lines))
+            else:
+                starts = [int(t - planned.step) for t in planned.times]  # type: ignore[operator]
+                out.extend(frames.timeseries(target.ref_id, lines, starts))
+        return render(out)
+
+    try:
+        noted = annotations if len(queries) < len(order) else None
+        return Rendered(await run(reader, queries, _names, finish, noted))
+    except EvaluationError as exc:  # past max_computed_points, or series that collide
+        raise LimitExceeded(str(exc)) from None
+
+
+def _names(counters: Sequence[SeriesInfo], uniques: Sequence[SeriesInfo]) -> Catalogue:
+    return targets.catalogue((s.name for s in counters), (s.name for s in uniques))
+
+
+def _lines(query: Query, answer: Answer) -> list[frames.Line]:
+    """The lines of a target: legends keep the metric read (``p95 `` before a quantile's)."""
+    name = answer.stored[0] if answer.stored else ""
+    q = targets.quantile_of(query.node)
+    if q is not None:
+        name = f"p{q * 100:g} {name}".rstrip()
+    series = _series(answer.result, len(query.times))
+    node = query.node
+    if not (isinstance(node, Call) and node.func in ("sort", "sort_desc")):
+        series = sorted(series, key=lambda s: sorted(s.labels.items()))
+    lines = []
+    for s in series:
+        tags = without_name(s.labels)
+        lines.append(frames.Line(frames.legend(name, tags), tags, s.values))
+    return lines
+
+
+def _series(result: Result, points: int) -> list[Series]:
+    if isinstance(result, str):
+        raise QueryError("a target must yield numbers or series, not a string")
+    if (result and not isinstance(result[0], Series)) or (not result and points == 0):
+        return [Series({}, list(result))]  # type: ignore[arg-type]  # a scalar: one line
+    return result  # type: ignore[return-value]
 
 
 async def search(reader: Reader, body: Body) -> list[str]:

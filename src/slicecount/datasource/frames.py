@@ -1,6 +1,7 @@
 """Grafana's answer shapes, built from evaluated series and annotations. Pure.
 
-Time series ``{"target", "refId", "tags", "datapoints": [[value, epoch_ms], ...]}``, tables
+Time series ``{"target", "refId", "tags", "datapoints": [[value, epoch_ms], ...]}`` (each point
+dated by the start of its slices), tables
 ``{"type": "table", "refId", "columns", "rows"}``, and the legacy ``/annotations`` items; see
 GRAFANA-PROTOCOL.md §4 and §5. Every frame echoes its ``refId``. A value that is not finite
 (``1e400``, ``x * 1e308 * 10``) is ``null``: JSON has no Infinity and Grafana draws a gap.
@@ -11,11 +12,30 @@ from __future__ import annotations
 import math
 from array import array
 from collections.abc import Mapping, Sequence
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
-from slicecount.datasource.discovery import label_names
-from slicecount.datasource.evaluate import Series, Timeline, Value
 from slicecount.datasource.render import Fragment
+from slicecount.histogram import LE_LABEL
+
+Value = int | float | None
+
+
+class Line(NamedTuple):
+    """One evaluated series as a frame shows it: its legend, its labels (the frame's tags)
+    and a value per point."""
+
+    legend: str
+    tags: dict[str, str]
+    values: Sequence[Value]
+
+
+def legend(name: str, tags: Mapping[str, str]) -> str:
+    """``name{k="v",...}`` (labels sorted), the name alone, or ``{}``."""
+    body = ",".join(f'{k}="{v}"' for k, v in sorted(tags.items()))
+    if not body:
+        return name or "{}"
+    return f"{name}{{{body}}}"
+
 
 Annotation = Mapping[str, Any]
 """An annotation as the store returns it: ``time`` (ms), optional ``timeEnd``, ``title``,
@@ -41,17 +61,17 @@ def number(value: Value) -> float | int | None:
     return value if math.isfinite(value) else None
 
 
-def timeseries(ref_id: str, series: Sequence[Series], timeline: Timeline) -> list[dict[str, Any]]:
-    """One time series frame per series, points in ascending time (ms)."""
-    template = points_template(timeline.starts)
+def timeseries(ref_id: str, lines: Sequence[Line], starts: Sequence[int]) -> list[dict[str, Any]]:
+    """One time series frame per line, points in ascending time (ms) of ``starts``."""
+    template = points_template(starts)
     return [
         {
-            "target": s.legend(),
+            "target": line.legend,
             "refId": ref_id,
-            "tags": s.labels,
-            "datapoints": Fragment(datapoints(s.values, template)),
+            "tags": line.tags,
+            "datapoints": Fragment(datapoints(line.values, template)),
         }
-        for s in series
+        for line in lines
     ]
 
 
@@ -80,18 +100,18 @@ def _all_ints(values: Sequence[Value]) -> bool:
     return True
 
 
-def table(ref_id: str, series: Sequence[Series]) -> dict[str, Any]:
-    """One row per series: its legend, one column per label, the total and the last value."""
-    labels = label_names(series)
+def table(ref_id: str, lines: Sequence[Line]) -> dict[str, Any]:
+    """One row per line: its legend, one column per label, the total and the last value."""
+    labels = sorted({k for line in lines for k in line.tags if k != LE_LABEL})
     columns = [{"text": "series", "type": "string"}]
     columns += [{"text": label, "type": "string"} for label in labels]
     columns += [{"text": "total", "type": "number"}, {"text": "last", "type": "number"}]
     rows = []
-    for s in series:
-        present = [v for v in s.values if v is not None]
+    for line in lines:
+        present = [v for v in line.values if v is not None]
         total = number(sum(present)) if present else None
         last = number(present[-1]) if present else None
-        rows.append([s.legend(), *(s.labels.get(label, "") for label in labels), total, last])
+        rows.append([line.legend, *(line.tags.get(label, "") for label in labels), total, last])
     return {"type": "table", "refId": ref_id, "columns": columns, "rows": rows}
 
 

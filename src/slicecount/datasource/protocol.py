@@ -14,15 +14,15 @@ from datetime import datetime
 from typing import Any
 
 from slicecount.datasource.limits import LimitExceeded, Limits
-from slicecount.datasource.nodes import Aggregate, Matcher, Node, Quantile, Rate, with_matchers
-from slicecount.datasource.query import parse
+from slicecount.datasource.targets import buckets, parse, per_second, with_matchers
+from slicecount.datasource.targets import regex_escape as regex_escape  # the builder escapes
 from slicecount.errors import QueryError
+from slicecount.promql.ast import Aggregate, Call, Matcher, Node, NumberLiteral
 
 FUNCTIONS = ("count", "rate", "p50", "p90", "p95", "p99")
 """Builder payload ``function`` values: raw counts, per-second rate, histogram quantiles."""
 RESERVED_PAYLOAD = frozenset({"function", "group_by", "precision", "format"})
 """Builder payload keys that are not label filters."""
-_REGEX_SPECIALS = re.compile(r"([\\^$*+?.()|\[\]{}/])")
 _MATCHES_NOTHING = r"[^\x00-\x{10FFFF}]"  # a class no character is in: RE2 has no (?!)
 
 
@@ -40,11 +40,6 @@ class Target:
     text: str
     table: bool
     payload: Mapping[str, Any] = field(default_factory=dict)
-
-
-def regex_escape(value: str) -> str:
-    """Escape like Grafana's regex interpolation does (what the builder sends back)."""
-    return _REGEX_SPECIALS.sub(r"\\\1", value)
 
 
 def require_object(body: object, what: str = "request body") -> Mapping[str, Any]:
@@ -215,13 +210,14 @@ def compile_target(target: Target, adhoc: tuple[Matcher, ...]) -> tuple[Node, in
         raise QueryError(f"payload.function must be one of {FUNCTIONS}, got {function!r}")
     group_by = tuple(_payload_list(payload, "group_by"))
     if function.startswith("p"):  # a quantile of counts equals the quantile of their rate
-        inner: Node = Aggregate("sum", group_by, node) if group_by else node
-        node = Quantile(int(function[1:]) / 100, inner)
+        inner: Node = Aggregate("sum", node, grouping=group_by) if group_by else node
+        q = NumberLiteral(int(function[1:]) / 100)
+        node = Call("histogram_quantile", (q, buckets(inner)))
     else:
         if function == "rate":
-            node = Rate(node)
+            node = per_second(node)
         if group_by:
-            node = Aggregate("sum", group_by, node)
+            node = Aggregate("sum", node, grouping=group_by)
     return node, _pinned_precision(payload)
 
 

@@ -1,9 +1,9 @@
 """The datasource's one link to Redis: discovery (cached) and slice reads, through the AsyncStore.
 
 The Reader owns what every endpoint shares: the store (and its settings), the limits, the clock,
-the discovery cache and the turns of heavy requests. A planned /query takes two concurrent
-rounds: ``discover`` the series of every target, then (once the work is checked) ``read`` every
-slice group and annotation query, in chunks so that no reply holds the event loop for long.
+the discovery cache and the turns of heavy requests. A query (``execute``) takes two concurrent
+rounds: the series of every selector, then (once the work is checked) their slices and unions,
+in chunks so that no reply holds the event loop for long.
 """
 
 from __future__ import annotations
@@ -12,23 +12,11 @@ import asyncio
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from slicecount.config import Settings
 from slicecount.datasource.discovery import SeriesInfo
-from slicecount.datasource.evaluate import Timeline
 from slicecount.datasource.limits import Limits
-from slicecount.datasource.plan import (
-    AnnotationQuery,
-    Chosen,
-    MetricAt,
-    QueryPlan,
-    SeriesQuery,
-    choose_series,
-    group_reads,
-    metrics_to_discover,
-)
 from slicecount.histogram import BUCKET_SUFFIX
 from slicecount.series import parse
 from slicecount.store_async import AsyncStore
@@ -51,14 +39,8 @@ _MAX_PARSED = 100_000
 _MAX_CACHED = 10_000
 
 T = TypeVar("T")
-
-
-@dataclass(frozen=True)
-class Loaded:
-    """What Redis answered for a plan: counts by timeline and series id, annotations by query."""
-
-    counts: dict[Timeline, dict[str, list[int | None]]]
-    annotations: dict[AnnotationQuery, list[dict[str, Any]]]
+_Load = tuple[Any, Callable[[], Awaitable[list[SeriesInfo]]]]
+"""A discovery cache key and how to load its answer."""
 
 
 class Turns:
@@ -95,6 +77,7 @@ class Reader:
         self.heavy = Turns(limits.heavy_requests)
         self._cache: dict[Any, tuple[float, Any]] = {}
         self._parsed: dict[str, SeriesInfo] = {}
+        self._derived: dict[Any, tuple[tuple[object, ...], Any]] = {}
 
     @property
     def settings(self) -> Settings:
@@ -123,6 +106,22 @@ class Reader:
         self._cache[key] = (now, value)
         return value
 
+    def derived(self, key: Any, inputs: tuple[object, ...], compute: Callable[[], T]) -> T:
+        """``compute()`` remembered under ``key`` while ``inputs`` are the very objects it was
+        computed from (discovery answers, which the cache hands out unchanged for ``ttl``):
+        what a request derives from them (names, the series a selector matches) is worked
+        out once per cached answer, not once per request."""
+        hit = self._derived.get(key)
+        if hit is not None and len(hit[0]) == len(inputs):
+            if all(a is b for a, b in zip(hit[0], inputs, strict=True)):
+                value: T = hit[1]
+                return value
+        value = compute()
+        if len(self._derived) > _MAX_CACHED:
+            self._derived.clear()
+        self._derived[key] = (inputs, value)
+        return value
+
     def _parse(self, series_id: str) -> SeriesInfo:
         parsed = self._parsed.get(series_id)
         if parsed is None:
@@ -140,48 +139,86 @@ class Reader:
                 continue  # written by something else under our keys: ignore it
         return out
 
-    async def series_of(self, name: str, precision: int) -> list[SeriesInfo]:
-        """The series of one metric at ``precision`` (ids that do not parse are skipped)."""
-
+    def _series(self, name: str, precision: int) -> _Load:
         async def load() -> list[SeriesInfo]:
             return self._parse_all(await self.store.series(name, precision))
 
-        return await self._cached(("series", name, precision), load)
+        return ("series", name, precision), load
 
-    async def unique_series_of(self, name: str, precision: int) -> list[SeriesInfo]:
-        """The unique series of one metric at a unique precision."""
-
+    def _unique_series(self, name: str, precision: int) -> _Load:
         async def load() -> list[SeriesInfo]:
             return self._parse_all(await self.store.unique_series(name, precision))
 
-        return await self._cached(("unique", name, precision), load)
+        return ("unique", name, precision), load
 
-    async def all_uniques(self) -> list[SeriesInfo]:
-        """Every unique series, looked up at the coarsest unique precision (the longest kept)."""
-
+    def _all_uniques(self) -> _Load:
         async def load() -> list[SeriesInfo]:
             coarsest = kept_precisions(self.settings)[-1]
             return self._parse_all(await self.store.all_unique_series(coarsest))
 
-        return await self._cached(("all unique",), load)
+        return ("all unique",), load
 
-    async def everything(self) -> list[SeriesInfo]:
-        """Every series at the discovery precision (for names, label keys and values)."""
-
+    def _everything(self) -> _Load:
         async def load() -> list[SeriesInfo]:
             return self._parse_all(await self.store.all_series(self.discovery_precision))
 
-        return await self._cached(("all",), load)
+        return ("all",), load
+
+    async def _all_cached(self, asked: Sequence[_Load]) -> list[list[SeriesInfo]]:
+        """Each answer from the cache, those missing loaded concurrently: a request whose
+        discovery is cached starts no task for it."""
+        now = time.monotonic()
+        out: list[list[SeriesInfo]] = []
+        missing: list[int] = []
+        for i, (key, _) in enumerate(asked):
+            hit = self._cache.get(key)
+            fresh = hit is not None and now - hit[0] < self.ttl
+            out.append(hit[1] if fresh else [])  # type: ignore[index]  # fresh: a hit
+            if not fresh:
+                missing.append(i)
+        if len(missing) == 1:
+            out[missing[0]] = await self._cached(*asked[missing[0]])
+        elif missing:
+            tasks = [asyncio.ensure_future(self._cached(*asked[i])) for i in missing]
+            await all_done(tasks)
+            for i, task in zip(missing, tasks, strict=True):
+                out[i] = task.result()
+        return out
+
+    async def series_of(self, name: str, precision: int) -> list[SeriesInfo]:
+        """The series of one metric at ``precision`` (ids that do not parse are skipped)."""
+        return await self._cached(*self._series(name, precision))
+
+    async def unique_series_of(self, name: str, precision: int) -> list[SeriesInfo]:
+        """The unique series of one metric at a unique precision."""
+        return await self._cached(*self._unique_series(name, precision))
+
+    async def series_of_each(
+        self, wanted: Sequence[tuple[str, int, bool]]
+    ) -> list[list[SeriesInfo]]:
+        """The series of each (metric, precision, unique?), the uncached looked up at once."""
+        return await self._all_cached(
+            [self._unique_series(n, p) if u else self._series(n, p) for n, p, u in wanted]
+        )
+
+    async def all_uniques(self) -> list[SeriesInfo]:
+        """Every unique series, looked up at the coarsest unique precision (the longest kept)."""
+        return await self._cached(*self._all_uniques())
+
+    async def everything(self) -> list[SeriesInfo]:
+        """Every series at the discovery precision (for names, label keys and values)."""
+        return await self._cached(*self._everything())
+
+    async def listings(self) -> tuple[list[SeriesInfo], list[SeriesInfo]]:
+        """``everything()`` and ``all_uniques()``, looked up at once when not cached."""
+        counters, uniques = await self._all_cached([self._everything(), self._all_uniques()])
+        return counters, uniques
 
     async def names(self) -> list[str]:
         """Metric names, histograms listed by their base name beside their parts."""
         names = {s.name for s in await self.everything()}
         bases = {n[: -len(BUCKET_SUFFIX)] for n in names if n.endswith(BUCKET_SUFFIX)}
         return sorted(names | bases)
-
-    async def stored_names(self) -> set[str]:
-        """Metric names as stored (a histogram's ``.bucket`` and ``.sum_us`` parts)."""
-        return {s.name for s in await self.everything()}
 
     async def histograms(self) -> set[str]:
         return {n[: -len(BUCKET_SUFFIX)] for n in await self.names() if n.endswith(BUCKET_SUFFIX)}
@@ -204,38 +241,6 @@ class Reader:
     ) -> list[dict[str, Any]]:
         """Annotations from ``start`` to ``end`` having all ``tags``, at most ANNOTATION_LIMIT."""
         return await self.store.annotations(start, end, tags, ANNOTATION_LIMIT)
-
-    # -- /query -----------------------------------------------------------------------------
-
-    async def discover(self, plan: QueryPlan) -> dict[SeriesQuery, Chosen]:
-        """The series each target reads, every (metric, precision) discovered concurrently;
-        LimitExceeded past the series limit, before anything is read."""
-        queries = plan.series_queries
-        wanted = metrics_to_discover(queries)
-        found = [asyncio.ensure_future(self.series_of(name, p)) for name, p in wanted]
-        await all_done(found)
-        discovered: dict[MetricAt, list[SeriesInfo]] = {
-            key: task.result() for key, task in zip(wanted, found, strict=True)
-        }
-        return {query: choose_series(query, discovered, self.limits) for query in queries}
-
-    async def read(self, plan: QueryPlan, chosen: dict[SeriesQuery, Chosen]) -> Loaded:
-        """The slices of every chosen series, one read per (precision, slices) split into
-        chunks of READ_CHUNK_POINTS, and the annotations, concurrently."""
-        gate = asyncio.Semaphore(READS_IN_FLIGHT)
-        reads = {
-            slices: self._start_reads(
-                ids, slices.precision, slices.starts[0], slices.starts[-1], gate
-            )
-            for slices, ids in group_reads(chosen.items()).items()
-        }
-        notes = {
-            query: asyncio.ensure_future(self.annotations(plan.start, plan.end, query.tags))
-            for query in plan.annotation_queries
-        }
-        await all_done([*(t for tasks in reads.values() for t in tasks), *notes.values()])
-        counts = {slices: _merged(tasks) for slices, tasks in reads.items()}
-        return Loaded(counts, {query: task.result() for query, task in notes.items()})
 
     async def read_slices(
         self, ids: Sequence[str], precision: int, first: int, last: int

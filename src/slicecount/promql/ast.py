@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from slicecount.errors import MissingExtra, QueryError
+from slicecount.series import is_label_name
 
 try:
     import re2
@@ -41,17 +42,25 @@ def compile_regex(pattern: str) -> Any:
 
 @dataclass(frozen=True)
 class Matcher:
-    """``label op "value"`` with op ``=``, ``!=``, ``=~``, ``!~`` (regexes fully anchored)."""
+    """``label op "value"`` with op ``=``, ``!=``, ``=~``, ``!~`` (regexes fully anchored), or
+    ``<``, ``>`` (the simPod targets' numeric comparison: a value that is no number fails)."""
 
     label: str
     op: str
     value: str
-    regex: Any = field(default=None, compare=False, repr=False)
+    regex: Any = field(default=None, compare=False, repr=False)  # the number for < and >
 
     @classmethod
     def make(cls, label: str, op: str, value: str) -> Matcher:
+        if not is_label_name(label):
+            raise QueryError(f"invalid label name {label!r} in a matcher")
         if op in ("=~", "!~"):
             return cls(label, op, value, compile_regex(value))
+        if op in ("<", ">"):
+            try:
+                return cls(label, op, value, float(value))
+            except ValueError:
+                raise QueryError(f"{label}{op}{value!r}: '<' and '>' need a number") from None
         if op not in ("=", "!="):
             raise QueryError(f"unknown matcher operator {op!r}")
         return cls(label, op, value)
@@ -63,6 +72,13 @@ class Matcher:
             return value == self.value
         if op == "!=":
             return value != self.value
+        if op in ("<", ">"):
+            try:
+                number = float(value)
+            except ValueError:
+                return False
+            bound: float = self.regex
+            return number < bound if op == "<" else number > bound
         found = self.regex.fullmatch(value) is not None
         return found if op == "=~" else not found
 

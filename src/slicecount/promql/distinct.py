@@ -133,8 +133,14 @@ def windows(grid: Grid, offset: float, step: float | None) -> list[Window | None
     out: list[Window | None] = []
     for t in grid.times:
         a = grid.read_at(t, offset)
-        if a is None or a - span < grid.oldest or a > grid.newest:
+        if a is None or a - span < grid.oldest:
             out.append(None)
-        else:
-            out.append(tuple(range(a - span, a, p)))
+            continue
+        end = a
+        if a > grid.newest:
+            if not (grid.partial and a - span < grid.newest):
+                out.append(None)
+                continue
+            end = grid.newest  # the window holding now (Grid.partial): its slices so far
+        out.append(tuple(range(a - span, end, p)))
     return out

@@ -10,6 +10,7 @@ that end with the one holding t.
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Callable, Mapping, Sequence
 from typing import TypeVar, cast
 
@@ -162,11 +163,11 @@ class Evaluator:
     def instant(self, node: VectorSelector) -> list[Series]:
         """Each series' running total at every time (the slice holding t included)."""
         grid = self.grid
-        reads: list[int | None] = []
-        for t in grid.times:
-            a = grid.read_at(t, node.offset)
-            ok = a is not None and grid.oldest < a <= grid.newest
-            reads.append((a - grid.first) // grid.precision if ok else None)  # type: ignore[operator]
+        p, first, oldest, newest = grid.precision, grid.first, grid.oldest, grid.newest
+        reads = [
+            (a - first) // p if a is not None and oldest < a <= newest else None
+            for a in grid.reads(node.offset)
+        ]
         distinct, where = _distinct(reads)
         out = []
         for raw in self.data[node]:
@@ -179,28 +180,41 @@ class Evaluator:
         """A range function over each series' window ``(t - d, t]``, d rounded to slices.
         Times that read the same slices (a step finer than the precision) share one value."""
         grid = self.grid
-        p, first = grid.precision, grid.first
+        p, first, oldest, newest = grid.precision, grid.first, grid.oldest, grid.newest
         span = grid.window(node.range)
-        windows: list[tuple[int, int] | None] = []
-        for t in grid.times:
-            a = grid.read_at(t, node.vector.offset)
-            if a is None or a - span < grid.oldest or a > grid.newest:
-                windows.append(None)
-            else:
-                windows.append(((a - span - first) // p, (a - first) // p))
+        partial = grid.partial
+        windows = [
+            None
+            if a is None or a - span < oldest
+            else ((a - span - first) // p, (a - first) // p)
+            if a <= newest
+            else ((a - span - first) // p, (newest - first) // p)  # holding now: so far
+            if partial and a - span < newest
+            else None
+            for a in grid.reads(node.vector.offset)
+        ]
         distinct, where = _distinct(windows)
         compute = _WINDOW_FUNCTIONS[name]
+        if name == "rate" and grid.partial and not node.range:
+            compute = _elapsed_rate(grid)  # one slice (x[0]): no dip at the right edge
         keep_name = name == "last_over_time"
         out = []
+        inside_of: dict[int, _Windows] = {}  # series read alike share their windows
+        direct = where == list(range(len(distinct)))  # a value per time, in order: no spreading
         for raw in self.data[node.vector]:
-            totals = raw.totals
             scale = 1.0 if name == "count_over_time" else raw.scale
-            inside = [w for w in distinct if w[1] < len(totals)]
-            found: list[Value] = compute(totals, inside, span, p, scale)  # type: ignore[assignment]
+            size = len(raw.counts) + 1 if raw.counts is not None else len(raw.totals)
+            inside = inside_of.get(size)
+            if inside is None:
+                inside = inside_of[size] = _Windows([w for w in distinct if w[1] < size])
+            found: list[Value]
+            if name == "increase" and scale == 1.0 and inside.each_slice and raw.counts:
+                found = list(raw.counts[inside.bounds[0]])  # type: ignore[index]  # each_slice
+            else:
+                found = compute(raw.totals, inside, span, p, scale)  # type: ignore[assignment]
             found += [None] * (len(distinct) - len(inside))  # windows past what was read
-            out.append(
-                Series(raw.labels if keep_name else without_name(raw.labels), _spread(found, where))
-            )
+            values = found if direct else _spread(found, where)
+            out.append(Series(raw.labels if keep_name else without_name(raw.labels), values))
         return check_unique(out)
 
 
@@ -210,6 +224,8 @@ T = TypeVar("T")
 def _distinct(items: Sequence[T | None]) -> tuple[list[T], list[int]]:
     """The distinct non-None items in order, and for each item its index among them (-1 for
     None): a value computed once per distinct item is spread back with ``_spread``."""
+    if None not in items and len(set(items)) == len(items):  # each time its own: in C
+        return list(items), list(range(len(items)))  # type: ignore[arg-type]  # no None
     index: dict[T, int] = {}
     where = [-1 if item is None else index.setdefault(item, len(index)) for item in items]
     return list(index), where
@@ -226,13 +242,61 @@ WindowFunction = Callable[[Sequence[int], Windows, int, int, float], list[float]
 """(totals, each window's (start, end) index, span, precision, scale) -> a value per window."""
 
 
+class _Windows(list[tuple[int, int]]):
+    """Windows (start, end index) that know, when they follow one another at a constant
+    stride (a range query's, a panel's), the slices of the totals holding their starts and
+    their ends: the differences of every series are then taken in C, not pair by pair."""
+
+    def __init__(self, windows: list[tuple[int, int]]) -> None:
+        super().__init__(windows)
+        self.bounds: tuple[slice, slice] | None = None
+        self.each_slice = False  # one slice each, one after the other: the counts themselves
+        if len(windows) > 1:
+            (b, a), (b1, _) = windows[0], windows[1]
+            stride, n = b1 - b, len(windows)
+            if stride > 0:
+                starts = range(b, b + n * stride, stride)
+                ends = range(a, a + n * stride, stride)
+                if list(zip(starts, ends, strict=True)) == windows:
+                    self.bounds = slice(b, starts[-1] + 1, stride), slice(a, ends[-1] + 1, stride)
+                    self.each_slice = stride == 1 and a - b == 1
+
+
+def _differences(t: Sequence[int], ws: Windows) -> list[int]:
+    """``t[end] - t[start]`` of each window."""
+    bounds = ws.bounds if isinstance(ws, _Windows) else None
+    if bounds is not None:
+        return list(map(operator.sub, t[bounds[1]], t[bounds[0]]))
+    return [t[a] - t[b] for b, a in ws]
+
+
 def _sample_values(totals: Sequence[int], b: int, a: int) -> Sequence[int]:
     return totals[b + 1 : a + 1]  # the boundaries inside (t - d, t]: one sample per slice
 
 
+def _increase(t: Sequence[int], ws: Windows, span: int, p: int, k: float) -> list[float]:
+    if k == 1.0:  # counts stay ints: the simPod frames write them without a conversion
+        return _differences(t, ws)  # type: ignore[return-value]  # ints are floats to mypy
+    return [d * k for d in _differences(t, ws)]
+
+
+def _elapsed_rate(grid: Grid) -> WindowFunction:
+    """``rate`` over windows of a point's slices, each divided by the seconds it has lasted:
+    a window holding now has lasted since its start (at least a second), not its span."""
+    first, now = grid.first, grid.now
+
+    def rate(t: Sequence[int], ws: Windows, span: int, p: int, k: float) -> list[float]:
+        return [
+            d * k / max(min(now, first + a * p) - (first + b * p), 1.0)
+            for d, (b, a) in zip(_differences(t, ws), ws, strict=True)
+        ]
+
+    return rate
+
+
 _WINDOW_FUNCTIONS: dict[str, WindowFunction] = {
-    "increase": lambda t, ws, span, p, k: [(t[a] - t[b]) * k for b, a in ws],
-    "rate": lambda t, ws, span, p, k: [(t[a] - t[b]) * k / span for b, a in ws],
+    "increase": _increase,
+    "rate": lambda t, ws, span, p, k: [d * k / span for d in _differences(t, ws)],
     "irate": lambda t, ws, span, p, k: [(t[a] - t[a - 1]) * k / p for b, a in ws],  # last slice
     "sum_over_time": lambda t, ws, span, p, k: [sum(_sample_values(t, b, a)) * k for b, a in ws],
     "avg_over_time": lambda t, ws, span, p, k: [

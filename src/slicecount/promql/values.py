@@ -7,6 +7,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import Decimal
+from itertools import accumulate
 
 from slicecount.errors import QueryError
 from slicecount.promql.ast import NAME_LABEL
@@ -28,7 +29,12 @@ class Grid:
     ends its slice (``ceil(t / p) * p``: the slice holding t counted as it stands). Boundaries
     from ``oldest`` (start of the oldest slice inside retention) to ``newest`` (end of the
     slice holding now) have data; a window reaching outside them, or a time after ``now``
-    (plus ``GRACE``), has no sample."""
+    (plus ``GRACE``), has no sample.
+
+    ``partial`` (the simPod targets: a point per slice, dated by its start, evaluated at its
+    end): a time after now still reads, a window holding now counts what it holds so far, and
+    ``rate`` over one slice (``x[0]``) divides the unfinished slice by its elapsed seconds: a
+    panel's last point shows no dip."""
 
     times: tuple[float, ...]
     precision: int
@@ -36,16 +42,26 @@ class Grid:
     oldest: int
     newest: int
     now: float = math.inf
+    partial: bool = False
+    point: int = 0  # the span of a window written without a range (x[0]): a point's slices
 
     def boundary(self, t: float, offset: float) -> int:
         return boundary(t - offset, self.precision)
 
     def window(self, span: float) -> int:
-        return window(span, self.precision)
+        return window(span or self.point, self.precision)
 
     def read_at(self, t: float, offset: float) -> int | None:
         """The boundary a time reads, or None when it lies after now."""
-        return None if t - offset > self.now + GRACE else self.boundary(t, offset)
+        if t - offset > self.now + GRACE and not self.partial:
+            return None
+        return self.boundary(t, offset)
+
+    def reads(self, offset: float) -> list[int | None]:
+        """``read_at`` of every time, in one pass (evaluated for each selector)."""
+        p = self.precision
+        last = math.inf if self.partial else self.now + GRACE
+        return [None if t - offset > last else -int((offset - t) // p) * p for t in self.times]
 
 
 GRACE = 1.0
@@ -63,14 +79,36 @@ def window(span: float, precision: int) -> int:
     return max(precision, math.floor(span / precision + 0.5) * precision)
 
 
-@dataclass(frozen=True)
 class Raw:
     """One series as PromQL sees it: exposed labels and the running totals at each boundary
-    from ``Grid.first`` (ints, exact; ``scale`` turns micro-units into base units)."""
+    from ``Grid.first`` (ints, exact; ``scale`` turns micro-units into base units). Given the
+    slice counts of one stored series (``counts``) instead, the totals are summed when first
+    asked for: the counts of one slice each (a panel's points) are read from them directly."""
 
-    labels: Labels
-    totals: Sequence[int]
-    scale: float = 1.0
+    __slots__ = ("_totals", "counts", "labels", "scale")
+
+    def __init__(
+        self,
+        labels: Labels,
+        totals: Sequence[int] | None = None,
+        scale: float = 1.0,
+        counts: Sequence[int] | None = None,
+    ) -> None:
+        if totals is None and counts is None:
+            raise ValueError("Raw needs totals or counts")
+        self.labels = labels
+        self.scale = scale
+        self.counts = counts
+        self._totals = totals
+
+    @property
+    def totals(self) -> Sequence[int]:
+        if self._totals is None:
+            self._totals = list(accumulate(self.counts or (), initial=0))
+        return self._totals
+
+    def __repr__(self) -> str:
+        return f"Raw({self.labels!r}, {self.totals!r}, {self.scale!r})"
 
 
 class Series:

@@ -4,7 +4,6 @@ and unique series are listed by their exposed names (``names``)."""
 
 from __future__ import annotations
 
-import asyncio
 import re
 from typing import Any
 
@@ -23,7 +22,7 @@ for the metadata and label endpoints it uses)."""
 
 async def _exposed_series(reader: Reader, params: Params) -> list[dict[str, str]]:
     """Every exposed series (label sets with __name__) matching any ``match[]``, or all."""
-    counters, uniques = await asyncio.gather(reader.everything(), reader.all_uniques())
+    counters, uniques = await reader.listings()
     catalogue = Catalogue.of({s.name for s in counters}, {s.name for s in uniques})
     by_stored: dict[tuple[bool, str], list[SeriesInfo]] = {}
     for unique, listing in ((False, counters), (True, uniques)):
@@ -72,8 +71,8 @@ async def series(reader: Reader, params: Params) -> dict[str, Any]:
 async def metadata(reader: Reader, params: Params) -> dict[str, Any]:
     """/api/v1/metadata: type, help and unit per metric family (a unique series is a gauge);
     a deprecated family (``metric=http_request_duration``) only when asked for by name."""
-    counters, uniques = await asyncio.gather(reader.stored_names(), reader.all_uniques())
-    catalogue = Catalogue.of(counters, {s.name for s in uniques})
+    counters, uniques = await reader.listings()
+    catalogue = Catalogue.of({s.name for s in counters}, {s.name for s in uniques})
     wanted = params.get("metric")
     out: dict[str, list[dict[str, str]]] = {}
     for name, source in catalogue.sources.items() if wanted else catalogue.listed():

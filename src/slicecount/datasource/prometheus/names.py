@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 from slicecount.errors import QueryError
@@ -121,6 +121,10 @@ class Catalogue:
     sources: dict[str, Source]
     warnings: tuple[str, ...]
     aliases: frozenset[str] = frozenset()
+    _matching: dict[tuple[object, ...], list[str]] = field(
+        default_factory=dict, compare=False, repr=False
+    )  # a catalogue lives as long as the discovery answer it is built from: Grafana asks
+    # the same selectors over and over, each scan of the names is done once
 
     @classmethod
     def of(cls, stored_names: Iterable[str], unique_names: Iterable[str] = ()) -> Catalogue:
@@ -150,14 +154,17 @@ class Catalogue:
     def matching(self, selector: VectorSelector, unique: bool | None = None) -> list[str]:
         """The exposed names a selector's ``__name__`` matchers accept (of one kind: unique
         series or not, when ``unique`` is given); an alias only when named exactly."""
-        by_name = [m for m in selector.matchers if m.label == NAME_LABEL]
-        return [
-            name
-            for name, source in self.sources.items()
-            if (unique is None or source.unique == unique)
-            and all(m.matches(name) for m in by_name)
-            and (name not in self.aliases or named_exactly(selector, name))
-        ]
+        by_name = tuple(m for m in selector.matchers if m.label == NAME_LABEL)
+        found = self._matching.get((by_name, unique))
+        if found is None:
+            found = self._matching[(by_name, unique)] = [
+                name
+                for name, source in self.sources.items()
+                if (unique is None or source.unique == unique)
+                and all(m.matches(name) for m in by_name)
+                and (name not in self.aliases or named_exactly(selector, name))
+            ]
+        return found
 
     def listed(self, selectors: Sequence[VectorSelector] = ()) -> list[tuple[str, Source]]:
         """The names a look-up shows: every one but the aliases, and those that one of

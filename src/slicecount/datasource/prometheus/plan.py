@@ -9,10 +9,12 @@ step first: each point is then one slice (exact in exact mode), not a union of s
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from slicecount.config import Settings
+from slicecount.errors import QueryError
 from slicecount.promql.ast import Call, MatrixSelector, Node, VectorSelector, walk
 from slicecount.promql.durations import format_duration
 from slicecount.promql.values import Grid, boundary, window
@@ -37,16 +39,19 @@ class Need:
     distinct: bool = False
 
 
-def needs(node: Node) -> list[Need]:
-    """Every selector of a tree with its window."""
+def needs(node: Node, point: float = 0.0) -> list[Need]:
+    """Every selector of a tree with its window (``point`` for one written without a range,
+    ``x[0]``: the simPod targets' window of a point's slices)."""
     out: list[Need] = []
     in_windows: set[int] = set()
-    for item in walk(node):
+    items = walk(node)
+    for item in items:
         if isinstance(item, Call) and item.args and isinstance(item.args[0], MatrixSelector):
             window = item.args[0]
             in_windows.add(id(window.vector))
-            out.append(Need(window.vector, window.range, item.func in ABSOLUTE_FUNCTIONS))
-    for item in walk(node):
+            span = window.range or point
+            out.append(Need(window.vector, span, item.func in ABSOLUTE_FUNCTIONS))
+    for item in items:
         if isinstance(item, VectorSelector) and id(item) not in in_windows:
             out.append(Need(item, 0.0, True))
     return out
@@ -84,28 +89,42 @@ def choose(
     step: float | None,
     now: float,
     max_slices: int,
+    among: Sequence[int] | None = None,
+    partial: bool = False,
 ) -> Choice:
-    """The precision (and its grid) for evaluating at ``times``."""
+    """The precision (and its grid) for evaluating at ``times``. ``among``: the precisions to
+    choose from (one pinned); ``partial``: the simPod targets' grid (``Grid.partial``), on the
+    coarsest precision dividing the step (each point reads its own slices, the fewest)."""
     start, end = times[0], times[-1]
     distinct = any(need.distinct for need in wanted)
     precisions = settings.unique_precisions if distinct else settings.precisions
+    if among is not None:
+        precisions = tuple(among)
     if not wanted:  # no selector (Grafana's 1+1 health check): no slice is read
         p = settings.precisions[0]
         newest = slice_start(now, p) + p
         return Choice(Grid(tuple(times), p, newest, newest, newest), ())
 
+    known: dict[int, tuple[int, int, int]] = {}
+
+    def edges(p: int) -> tuple[int, int, int]:
+        """(the oldest boundary kept, the oldest the query reads, the first it reads)."""
+        found = known.get(p)
+        if found is None:
+            kept = oldest_kept(p, settings.retention_for(p), now)
+            earliest = _earliest(wanted, start, p)
+            first = kept if any(need.absolute for need in wanted) else max(kept, earliest)
+            found = known[p] = (kept, earliest, first)
+        return found
+
     def oldest(p: int) -> int:
-        return oldest_kept(p, settings.retention_for(p), now)
+        return edges(p)[0]
 
     def slices(p: int) -> int:
         last = min(slice_start(now, p) + p, slice_start(end, p) + p)
-        return max(0, (last - _first(wanted, start, p, oldest(p))) // p)
+        return max(0, (last - edges(p)[2]) // p)
 
-    covering = [
-        p
-        for p in precisions
-        if oldest(p) <= _earliest(wanted, start, p) and slices(p) <= max_slices
-    ]
+    covering = [p for p in precisions if oldest(p) <= edges(p)[1] and slices(p) <= max_slices]
     infos: list[str] = []
     chosen = None
     for rank in (1, 0):  # dividing windows and step, then windows only
@@ -113,7 +132,8 @@ def choose(
         if dividing:
             # unique series: one slice per step beats a union (exact in exact mode); an
             # instant query reads the slice holding t, the finest
-            chosen = dividing[-1] if distinct and step is not None else dividing[0]
+            coarsest = (distinct or partial) and step is not None
+            chosen = dividing[-1] if coarsest else dividing[0]
             break
     if chosen is None and covering:
         chosen = covering[0]
@@ -121,7 +141,7 @@ def choose(
         fitting = [p for p in precisions if slices(p) <= max_slices]
         chosen = fitting[-1] if fitting else precisions[-1]
         infos.append(
-            f"no precision keeps slices back to {_earliest(wanted, start, chosen)}: precision "
+            f"no precision keeps slices back to {edges(chosen)[1]}: precision "
             f"{chosen} s keeps them from {oldest(chosen)}; earlier times have no samples"
         )
     p = chosen
@@ -153,18 +173,14 @@ def choose(
     grid = Grid(
         tuple(times),
         p,
-        first=_first(wanted, start, p, oldest(p)),
+        first=edges(p)[2],
         oldest=oldest(p),
         newest=slice_start(now, p) + p,
         now=now,
+        partial=partial,
+        point=int(step or 0) if partial else 0,
     )
     return Choice(grid, tuple(dict.fromkeys(infos)))
-
-
-def _first(wanted: Sequence[Need], start: float, p: int, oldest: int) -> int:
-    if any(need.absolute for need in wanted):
-        return oldest
-    return max(oldest, _earliest(wanted, start, p))
 
 
 def _retained(settings: Settings, p: int) -> str:
@@ -186,3 +202,33 @@ def evaluation_times(
     first, last, every = (round(x * 1000) for x in (start, end, step))
     count = (last - first) // every + 1
     return [(first + k * every) / 1000 for k in range(min(count, limit or count))]
+
+
+def panel_step(
+    settings: Settings,
+    start: float,
+    now: float,
+    wanted: float,
+    unique: bool,
+    pinned: int | None,
+) -> tuple[int, tuple[int, ...] | None]:
+    """The step of a simPod panel (a point per step, at least ``wanted`` seconds: Grafana's
+    interval) and the precisions it may be read at (None: ``choose`` picks among those that
+    divide it). Counters: the finest precision covering ``start`` at least as wide, each point
+    one slice. Unique series: a multiple of the coarsest unique precision covering ``start``
+    that fits in it, each point the union of its slices."""
+    kept = settings.unique_precisions if unique else settings.precisions
+    if pinned is not None:
+        if unique and pinned not in kept:
+            raise QueryError(
+                f"unique counts are kept at precisions {kept}, not {pinned} s: pin one of them "
+                "or let the precision be chosen"
+            )
+        return settings.check_precision(pinned), (pinned,)
+    covering = [p for p in kept if oldest_kept(p, settings.retention_for(p), now) <= start]
+    if unique:
+        fitting = [p for p in covering if p <= wanted]
+        p = fitting[-1] if fitting else covering[0] if covering else kept[-1]
+        return max(1, math.ceil(wanted / p)) * p, None
+    p = next((p for p in covering if p >= wanted), covering[-1] if covering else kept[-1])
+    return p, (p,)

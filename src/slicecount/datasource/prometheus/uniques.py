@@ -1,5 +1,5 @@
 """Unique series in PromQL queries: which selectors read them, the unions each point asks of
-the store, and the series handed ready to the engine.
+the store, and the series handed ready to the engine. Pure.
 
 A selector reads unique series when it matches one in the listing of every unique series
 (cached, as the counters' listing): decided before the precision is chosen, since only the
@@ -10,14 +10,12 @@ engine, which stays pure.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from slicecount.datasource.discovery import SeriesInfo
 from slicecount.datasource.prometheus.names import Catalogue, Derived, derive
 from slicecount.datasource.prometheus.plan import Need
-from slicecount.datasource.reader import Reader, all_done
 from slicecount.promql.aggregation import grouped
 from slicecount.promql.ast import Aggregate, Node, VectorSelector
 from slicecount.promql.distinct import Window, windows
@@ -32,16 +30,20 @@ class Kinds:
     mixed: frozenset[VectorSelector] = frozenset()
 
 
-async def survey(reader: Reader, wanted: Sequence[Need]) -> tuple[Catalogue, Kinds]:
-    """Every exposed name, and which selectors read unique series."""
+def kinds(
+    catalogue: Catalogue,
+    wanted: Sequence[Need],
+    counters: Sequence[SeriesInfo],
+    uniques: Sequence[SeriesInfo],
+) -> Kinds:
+    """Which selectors read unique series (and which of them counters too), given every
+    series listed."""
     if not wanted:
-        return Catalogue({}, ()), Kinds()
-    counters, uniques = await asyncio.gather(reader.everything(), reader.all_uniques())
-    catalogue = Catalogue.of({s.name for s in counters}, {s.name for s in uniques})
+        return Kinds()
     selectors = list(dict.fromkeys(need.selector for need in wanted))
     distinct = [s for s in selectors if _matches(catalogue, s, uniques, unique=True)]
     mixed = [s for s in distinct if _matches(catalogue, s, counters, unique=False)]
-    return catalogue, Kinds(frozenset(distinct), frozenset(mixed))
+    return Kinds(frozenset(distinct), frozenset(mixed))
 
 
 def _matches(
@@ -77,26 +79,6 @@ def with_steps(
         out.append(Need(need.selector, step or 0.0, absolute=False, distinct=True))
         if catalogue.matching(need.selector, unique=False):
             out.append(need)
-    return out
-
-
-async def discover(
-    reader: Reader, catalogue: Catalogue, kinds: Kinds, precision: int
-) -> dict[VectorSelector, list[Derived]]:
-    """The unique series each unique selector matches at ``precision``."""
-    names = {s: catalogue.matching(s, unique=True) for s in kinds.distinct}
-    stored = list(dict.fromkeys(catalogue.sources[n].stored for ns in names.values() for n in ns))
-    tasks = [asyncio.ensure_future(reader.unique_series_of(n, precision)) for n in stored]
-    await all_done(tasks)
-    series = {n: task.result() for n, task in zip(stored, tasks, strict=True)}
-    out: dict[VectorSelector, list[Derived]] = {}
-    for selector, matched in names.items():
-        found = []
-        for name in matched:
-            source = catalogue.sources[name]
-            pairs = [(s.id, s.labels) for s in series[source.stored]]
-            found += [d for d in derive(name, source, pairs) if selector.matches(d.labels)]
-        out[selector] = found
     return out
 
 

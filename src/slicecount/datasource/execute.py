@@ -1,0 +1,324 @@
+"""The one query loop of both surfaces: PromQL trees planned, their series discovered and
+checked against the limits, read in one batch, evaluated and encoded.
+
+The Prometheus API runs one expression; a simPod /query runs every target at once (compiled
+by ``targets``), so that a panel's targets share their discovery and one read per precision
+and range. Nothing is read before every query is planned and checked: a bad target or a
+limit fails the request first. A heavy request (more than ``max_inline_points`` to read and
+compute) waits its turn and is evaluated and encoded in a worker thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from itertools import accumulate
+
+from slicecount.datasource.discovery import SeriesInfo
+from slicecount.datasource.limits import LimitExceeded
+from slicecount.datasource.prometheus import uniques
+from slicecount.datasource.prometheus.names import Catalogue, Derived, derive
+from slicecount.datasource.prometheus.plan import Choice, Need, choose, last_boundary, needs
+from slicecount.datasource.reader import Reader, all_done
+from slicecount.errors import MissingExtra
+from slicecount.promql.ast import NAME_LABEL, Node, VectorSelector, walk
+from slicecount.promql.distinct import check, unions
+from slicecount.promql.engine import Evaluator, Result
+from slicecount.promql.values import Grid, Raw
+
+try:
+    import anyio.to_thread
+except ModuleNotFoundError as exc:
+    raise MissingExtra("datasource", exc, "the datasource") from exc
+
+Listing = Callable[[Sequence[SeriesInfo], Sequence[SeriesInfo]], Catalogue]
+"""Builds the names a surface's selectors match from every counter and unique series."""
+
+
+@dataclass(frozen=True, eq=False)
+class Query:
+    """One tree to evaluate at ``times`` (``step`` apart for a range). ``label`` names it in a
+    limit's message; ``partial`` and ``among`` are the simPod targets' (``Grid.partial``, a
+    pinned precision)."""
+
+    node: Node
+    times: tuple[float, ...]
+    step: float | None
+    label: str = ""
+    partial: bool = False
+    among: tuple[int, ...] | None = None
+
+
+@dataclass(frozen=True)
+class Answer:
+    """A query's result on its grid, what the precision choice says, and the stored metrics
+    each selector read (a legend's name)."""
+
+    result: Result
+    grid: Grid
+    infos: tuple[str, ...]
+    stored: tuple[str, ...]
+
+
+@dataclass
+class _Plan:
+    query: Query
+    choice: Choice
+    found: dict[VectorSelector, list[Derived]]
+    distinct: dict[VectorSelector, list[Derived]]
+    unions: uniques.Unions
+    ids: list[str]
+    last: int
+
+    @property
+    def slices(self) -> int:
+        return (self.last - self.choice.grid.first) // self.choice.precision
+
+    @property
+    def points(self) -> int:
+        """Points per series: the slices read, or for a simPod target its points (what
+        the answer carries) when there are more."""
+        if self.query.partial:
+            return max(self.slices, len(self.query.times))
+        return self.slices
+
+    @property
+    def read(self) -> int:
+        return len(self.ids) * self.points + self.unions.keys
+
+
+Finish = Callable[[list[Answer], tuple[str, ...]], bytes]
+"""Encodes the answers (with the catalogue's warnings) into the response body."""
+
+
+async def run(
+    reader: Reader,
+    queries: Sequence[Query],
+    names: Listing,
+    finish: Finish,
+    alongside: Callable[[], Awaitable[None]] | None = None,
+) -> bytes:
+    """Plan, discover, check, read, evaluate and encode ``queries``, in order; ``alongside``
+    (a simPod request's annotations) runs with the reads, once the request is checked."""
+    wanted = [needs(q.node, q.step or 0.0 if q.partial else 0.0) for q in queries]
+    counters: Sequence[SeriesInfo] = ()
+    distinct: Sequence[SeriesInfo] = ()
+    if any(wanted):
+        counters, distinct = await reader.listings()
+    catalogue = (
+        reader.derived(names, (counters, distinct), lambda: names(counters, distinct))
+        if any(wanted)
+        else Catalogue({}, ())
+    )
+    choices = []
+    for query, need in zip(queries, wanted, strict=True):
+        kinds = uniques.kinds(catalogue, need, counters, distinct)
+        check(query.node, kinds.distinct, kinds.mixed)  # a sum of distinct counts: nothing read
+        need = uniques.with_steps(need, catalogue, kinds, query.step)
+        choice = choose(
+            reader.settings, need, query.times, query.step, reader.clock(),
+            reader.limits.max_points, query.among, query.partial,
+        )  # fmt: skip
+        choices.append((query, kinds, need, choice))
+    series = await _discover(reader, catalogue, [(k, n, c) for _, k, n, c in choices])
+    plans = [
+        _plan(reader, query, kinds, need, choice, catalogue, series)
+        for query, kinds, need, choice in choices
+    ]
+    _check(reader, plans)
+    work = sum(
+        len(p.ids) * (p.slices + len(p.query.times))
+        + len(walk(p.query.node)) * len(p.query.times)
+        + p.unions.keys
+        for p in plans
+    )
+
+    def compute(counts: dict[tuple[int, int, int], dict[str, list[int | None]]],
+                distinct_counts: list[list[int]]) -> bytes:  # fmt: skip
+        answers = []
+        budget = reader.limits.max_computed_points
+        for plan, counted in zip(plans, distinct_counts, strict=True):
+            grid = plan.choice.grid
+            read = counts.get(_read_key(plan), {})
+            sliced = {i: _counts(read.get(i, []), plan.slices) for i in plan.ids}
+            sums = Sums(sliced, plan.slices)
+            data = {
+                selector: [
+                    Raw(d.labels, None, d.scale, sliced[d.parts[0]])
+                    if len(d.parts) == 1
+                    else Raw(d.labels, sums.of(d.parts), d.scale)
+                    for d in derived
+                ]
+                for selector, derived in plan.found.items()
+            }
+            evaluator = Evaluator(grid, data, budget, plan.unions.ready(counted))
+            result = evaluator.evaluate(plan.query.node)
+            budget -= evaluator.computed
+            answers.append(Answer(result, grid, plan.choice.infos, _stored(plan, catalogue)))
+        return finish(answers, catalogue.warnings)
+
+    if work <= reader.limits.max_inline_points:
+        return compute(*await _read(reader, plans, alongside))
+    async with reader.heavy():
+        counts, distinct_counts = await _read(reader, plans, alongside)
+        return await anyio.to_thread.run_sync(lambda: compute(counts, distinct_counts))
+
+
+SeriesAt = dict[tuple[str, int, bool], list[SeriesInfo]]
+"""The series of a stored metric at a precision (unique ones when the flag is set)."""
+
+
+async def _discover(
+    reader: Reader,
+    catalogue: Catalogue,
+    planned: Sequence[tuple[uniques.Kinds, list[Need], Choice]],
+) -> SeriesAt:
+    """The series of every stored metric any query reads, each (metric, precision) asked
+    once for the whole request."""
+    wanted: dict[tuple[str, int, bool], None] = {}
+    for _, need, choice in planned:
+        for n in need:
+            for unique in (False, True) if n.distinct else (False,):
+                for name in catalogue.matching(n.selector, unique=unique):
+                    wanted[(catalogue.sources[name].stored, choice.precision, unique)] = None
+    found = await reader.series_of_each(list(wanted))
+    return dict(zip(wanted, found, strict=True))
+
+
+def _matched(
+    reader: Reader,
+    catalogue: Catalogue,
+    selector: VectorSelector,
+    unique: bool,
+    precision: int,
+    series: SeriesAt,
+) -> list[Derived]:
+    """The series a selector matches at ``precision``, remembered while the catalogue and
+    the series lists it was found in are the ones the Reader's cache holds."""
+    names = catalogue.matching(selector, unique=unique)
+    lists = [series[(catalogue.sources[name].stored, precision, unique)] for name in names]
+
+    def find() -> list[Derived]:
+        out: list[Derived] = []
+        for name, listed in zip(names, lists, strict=True):
+            pairs = [(s.id, s.labels) for s in listed]
+            derived = derive(name, catalogue.sources[name], pairs)
+            out += [d for d in derived if selector.matches(d.labels)]
+        return out
+
+    key = ("matched", selector.matchers, unique, precision)
+    return reader.derived(key, (catalogue, *lists), find)
+
+
+def _plan(
+    reader: Reader,
+    query: Query,
+    kinds: uniques.Kinds,
+    need: list[Need],
+    choice: Choice,
+    catalogue: Catalogue,
+    series: SeriesAt,
+) -> _Plan:
+    p = choice.precision
+    found = {n.selector: _matched(reader, catalogue, n.selector, False, p, series) for n in need}
+    distinct = {s: _matched(reader, catalogue, s, True, p, series) for s in kinds.distinct}
+    planned = uniques.plan(choice.grid, query.step, distinct, unions(query.node, kinds.distinct))
+    ids = list(dict.fromkeys(i for derived in found.values() for d in derived for i in d.parts))
+    last = last_boundary(choice.grid, [n for n in need if not n.distinct])
+    return _Plan(query, choice, found, distinct, planned, ids, last)
+
+
+def _check(reader: Reader, plans: Sequence[_Plan]) -> None:
+    """LimitExceeded when a query reads too many series, or the request too many points."""
+    limits = reader.limits
+    for plan in plans:
+        stored = len(plan.ids) + plan.unions.series
+        if stored > limits.max_series:
+            raise LimitExceeded(
+                f"the query matches {stored:,} stored series, more than {limits.max_series} "
+                f"series (max_series, the limit of {limits.max_series}): narrow it with label "
+                "matchers or aggregate with sum by (...)"
+            )
+    total = sum(plan.read for plan in plans)
+    if total > limits.max_request_points:
+        biggest = max(plans, key=lambda plan: plan.read)
+        series = len(biggest.ids) + biggest.unions.series
+        label = biggest.query.label
+        keys = biggest.unions.keys
+        unique = f", {keys:,} slices of unique series" if keys else ""
+        raise LimitExceeded(
+            f"the query reads {total:,} points (series x points per series, summed over its "
+            f"targets; target {label!r}: {series:,} series x {biggest.points:,} points at "
+            f"precision {biggest.choice.precision} s{unique}), more than the work budget "
+            f"max_request_points = {limits.max_request_points:,}: shorten the range, pick a "
+            "coarser precision or match fewer series"
+        )
+
+
+def _read_key(plan: _Plan) -> tuple[int, int, int]:
+    return plan.choice.precision, plan.choice.grid.first, plan.last
+
+
+async def _read(
+    reader: Reader, plans: Sequence[_Plan], alongside: Callable[[], Awaitable[None]] | None
+) -> tuple[dict[tuple[int, int, int], dict[str, list[int | None]]], list[list[int]]]:
+    """The slices of every query, one read per (precision, first, last) for all of them, and
+    the unions each counts, concurrently."""
+    groups: dict[tuple[int, int, int], dict[str, None]] = {}
+    for plan in plans:
+        groups.setdefault(_read_key(plan), {}).update(dict.fromkeys(plan.ids))
+    reads = {
+        key: asyncio.ensure_future(reader.read_slices(list(ids), key[0], key[1], key[2] - key[0]))
+        for key, ids in groups.items()
+        if ids
+    }
+    counted = {
+        i: asyncio.ensure_future(reader.count_unions(plan.choice.precision, plan.unions.groups))
+        for i, plan in enumerate(plans)
+        if plan.unions.groups
+    }
+    also = [asyncio.ensure_future(alongside())] if alongside is not None else []
+    await all_done([*reads.values(), *counted.values(), *also])
+    unions = [counted[i].result() if i in counted else [] for i in range(len(plans))]
+    return {key: task.result() for key, task in reads.items()}, unions
+
+
+def _stored(plan: _Plan, catalogue: Catalogue) -> tuple[str, ...]:
+    """The stored metrics the query read, in the order of its selectors."""
+    names: dict[str, None] = {}
+    for node in walk(plan.query.node):
+        if isinstance(node, VectorSelector):
+            for d in [*plan.found.get(node, ()), *plan.distinct.get(node, ())]:
+                names[catalogue.sources[d.labels[NAME_LABEL]].stored] = None
+    return tuple(names)
+
+
+def _counts(counts: Sequence[int | None], slices: int) -> Sequence[int]:
+    """The count of each slice read (0 where none was counted)."""
+    if not counts:
+        return [0] * slices
+    if None in counts:  # slices with no field: in C when there are none
+        return [c or 0 for c in counts]
+    return counts  # type: ignore[return-value]  # no None
+
+
+class Sums:
+    """The running totals of sums of stored series. A histogram's cumulative buckets are the
+    prefixes of one list of parts, so each is the one below plus one series: remembered, the
+    buckets of a label set cost one addition each, not one per bucket below."""
+
+    def __init__(self, counts: dict[str, Sequence[int]], slices: int) -> None:
+        self.counts = counts
+        self.known: dict[tuple[str, ...], list[int]] = {(): [0] * (slices + 1)}
+
+    def of(self, parts: tuple[str, ...]) -> list[int]:
+        found = self.known.get(parts)
+        if found is None:
+            if len(parts) == 1:
+                found = list(accumulate(self.counts[parts[0]], initial=0))
+            else:
+                below, last = self.of(parts[:-1]), self.of(parts[-1:])
+                found = [a + b for a, b in zip(below, last, strict=True)]
+            self.known[parts] = found
+        return found
