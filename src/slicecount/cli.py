@@ -159,7 +159,7 @@ def annotate(
 def reshard(settings: Settings, shards_before: int) -> None:
     """Move the counters written with another shard count to the configured one, exactly
     once (safe to rerun, and beside writers); run again if some were written meanwhile."""
-    from slicecount.resharding import reshard as move
+    from slicecount.cleaner.reshard import reshard as move
 
     with Store(settings) as store:
         try:

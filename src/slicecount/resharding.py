@@ -1,5 +1,6 @@
 """Moving counters written under one shard count to the configured one (``slicecount
-reshard --from N``). Pure operations, and the walk that drives them through a Store.
+reshard --from N``). Pure operations; the walk that drives them through a Store is
+``slicecount.cleaner.reshard``.
 
 The shard of a series is a hash of its id modulo the shard count, so a new count puts most
 series under other keys: written counts would look lost. A move takes each counter of the old
@@ -24,14 +25,10 @@ from __future__ import annotations
 
 import secrets
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from slicecount.batches import Batch, Context, Operation, ScriptCall, pairs
 from slicecount.errors import ConfigurationError
 from slicecount.keys import KeySpace
-
-if TYPE_CHECKING:
-    from slicecount.store import Store
 
 LANDED_SECONDS = 7 * 86_400
 """How long a landed marker is kept: a move cut short and rerun within a week never doubles."""
@@ -45,14 +42,6 @@ class Moved:
     slices: int  # slices taken from the old counter
     landed: bool  # False: the counts had landed in a run before (this one only released them)
     left: int  # slices the old counter still holds (written meanwhile: run again)
-
-
-@dataclass
-class Report:
-    counters: int = 0
-    slices: int = 0
-    left: int = 0
-    annotations: int = 0
 
 
 def old_layout(ctx: Context, shards: int) -> KeySpace:
@@ -114,27 +103,3 @@ def move_annotations(ctx: Context, old: KeySpace) -> Operation[int]:
         yield Batch([("ZADD", target, *scored)])
         yield Batch([("DEL", source)])
     return len(scored) // 2
-
-
-def reshard(store: Store, shards: int) -> Report:
-    """Move every counter and annotation written under ``shards`` to the store's layout."""
-    old = old_layout(store.context, shards)
-    report = Report()
-    for shard in range(shards):
-        start = "-"
-        while page := store.old_members(old, shard, start):
-            for member in page:
-                try:
-                    moved = store.move_counter(old, shard, member)
-                except ValueError:
-                    continue  # not a member slicecount wrote: left where it is
-                if moved is None:
-                    continue
-                report.counters += 1
-                report.slices += moved.slices
-                report.left += moved.left
-            if len(page) < PAGE:
-                break
-            start = old.lex_after(page[-1])
-    report.annotations = store.move_annotations(old)
-    return report

@@ -1,10 +1,11 @@
 """The blocking store: the only module (with its asyncio twin) that sends Redis commands.
 
-It executes the operations of ``writing``, ``reading``, ``annotating``, ``trimming``,
-``resharding`` and ``throttling``: each operation runs on one pooled connection, each batch
-goes out as one packed buffer and its replies are fed to a ``ReplyReader``; redis-py errors
-become ``StoreError``. No logic of its own: the method table at the end binds each operation as
-a method.
+It executes operations (``store.run(op(store.context, ...))``): each operation runs on one
+pooled connection, each batch goes out as one packed buffer and its replies are fed to a
+``ReplyReader``; redis-py errors become ``StoreError``. No logic of its own. The method table at
+the end binds the public data API (writing, reading, annotating and unique counts) as methods;
+a feature's own operations (the cleaner's trims, resharding's moves, the throttle's hits) are run
+by that feature, so the store imports none of them.
 """
 
 from __future__ import annotations
@@ -18,16 +19,7 @@ from redis.cluster import ClusterNode, RedisCluster
 from redis.crc import key_slot
 from redis.sentinel import Sentinel
 
-from slicecount import (
-    annotating,
-    reading,
-    resharding,
-    throttling,
-    trimming,
-    unique_reading,
-    unique_writing,
-    writing,
-)
+from slicecount import annotating, reading, unique_reading, unique_writing, writing
 from slicecount.batches import Batch, Context, Operation, ping
 from slicecount.config import Settings
 from slicecount.errors import StoreError
@@ -197,23 +189,6 @@ class Store(StoreBase["redis.Redis | RedisCluster"]):
     delete = _blocking(reading.delete)
     annotate = _blocking(annotating.annotate)
     annotations = _blocking(annotating.find)
-    trim_chunk = _blocking(trimming.trim_chunk)
-    acquire_lease = _blocking(trimming.acquire_lease)
-    cleaner_cutoffs = _blocking(trimming.cleaner_cutoffs)
-    save_cleaner_cutoff = _blocking(trimming.save_cleaner_cutoff)
-    cleaner_records = _blocking(trimming.cleaner_records)
-    claim_sweep = _blocking(trimming.claim_sweep)
-    release_sweep = _blocking(trimming.release_sweep)
-    save_cleaner_sweep = _blocking(trimming.save_cleaner_sweep)
-    trim_annotations = _blocking(trimming.trim_annotations)
-    forget_uniques = _blocking(trimming.forget_uniques)
-    forget_writers = _blocking(trimming.forget_writers)
-    old_members = _blocking(resharding.members)
-    move_counter = _blocking(resharding.move_counter)
-    move_annotations = _blocking(resharding.move_annotations)
-    hit = _blocking(throttling.hit)
-    claim = _blocking(throttling.claim)
-    give_back = _blocking(throttling.give_back)
     get_unique = _blocking(unique_reading.get_unique)
     members = _blocking(unique_reading.members)
     count_unions = _blocking(unique_reading.count_unions)

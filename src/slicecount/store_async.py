@@ -1,8 +1,8 @@
 """The asyncio store: the same operations as ``Store``, executed with redis.asyncio.
 
 Only the executor differs from ``slicecount.store`` (``await`` on the connection); the method
-table binds the operations an asyncio caller uses (the datasource, async apps and scripts,
-the throttle's limiter).
+table binds the public data API an asyncio caller uses (the datasource, async apps and
+scripts); a feature runs its own operations with ``await store.run(op(store.context, ...))``.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from redis.asyncio.cluster import RedisCluster as AsyncCluster
 from redis.asyncio.sentinel import Sentinel as AsyncSentinel
 from redis.crc import key_slot
 
-from slicecount import annotating, reading, throttling, unique_reading, unique_writing, writing
+from slicecount import annotating, reading, unique_reading, unique_writing, writing
 from slicecount.batches import Batch, Context, Operation, ping
 from slicecount.config import Settings
 from slicecount.errors import StoreError
@@ -197,9 +197,6 @@ class AsyncStore(StoreBase["aioredis.Redis | AsyncCluster"]):
     read = _awaiting(reading.read)
     delete = _awaiting(reading.delete)
     annotations = _awaiting(annotating.find)
-    hit = _awaiting(throttling.hit)
-    claim = _awaiting(throttling.claim)
-    give_back = _awaiting(throttling.give_back)
     get_unique = _awaiting(unique_reading.get_unique)
     members = _awaiting(unique_reading.members)
     count_unions = _awaiting(unique_reading.count_unions)

@@ -30,7 +30,7 @@ from slicecount.store_async import AsyncStore
 from slicecount.throttle.limits import Limit
 from slicecount.throttle.quota import Quotas
 from slicecount.throttle.windows import Decision, check_strategy
-from slicecount.throttling import check_identity, check_limits, hit, spend
+from slicecount.throttling import check_identity, check_limits, give_back, hit, spend
 from slicecount.topology import without_options
 
 if TYPE_CHECKING:
@@ -216,7 +216,9 @@ class Limiter:
         if store is not None:
             for identity, back in self._quotas.drain() if self._quotas is not None else ():
                 try:
-                    store.give_back(back.limit, identity, back.window, back.tokens)
+                    store.run(
+                        give_back(store.context, back.limit, identity, back.window, back.tokens)
+                    )
                 except StoreError:
                     break  # Redis is away: the tokens expire with their windows
             store.close()
@@ -228,7 +230,9 @@ class Limiter:
         if store is not None:
             for identity, back in self._quotas.drain() if self._quotas is not None else ():
                 try:
-                    await store.give_back(back.limit, identity, back.window, back.tokens)
+                    await store.run(
+                        give_back(store.context, back.limit, identity, back.window, back.tokens)
+                    )
                 except StoreError:
                     break
             await store.close()
