@@ -202,7 +202,7 @@ def test_the_core_runs_without_extras_and_each_module_names_the_extra_it_lacks(
     bin_dir = venv(tmp_path / "core", wheel, "")
     outcome = json.loads(run(bin_dir / "python", "-c", IMPORT_EVERY_MODULE).stdout)
     for module in ("slicecount.recorder", "slicecount.store",
-                   "slicecount.middleware.wsgi", "slicecount.throttle.guard",
+                   "slicecount.middleware.wsgi", "slicecount.middleware.throttle",
                    "slicecount.cleaner.daemon", "slicecount.console"):  # fmt: skip
         assert outcome[module] is None, (module, outcome[module])
     expected = {

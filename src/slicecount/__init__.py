@@ -25,11 +25,11 @@ from slicecount.series import parse as parse_series
 if TYPE_CHECKING:
     from slicecount.default import annotate, configure, event, get_recorder, unique
     from slicecount.lifecycle import close_all
+    from slicecount.middleware.limit import limit
+    from slicecount.middleware.throttle import Throttle
     from slicecount.recorder import Recorder
     from slicecount.store import Store
     from slicecount.store_async import AsyncStore
-    from slicecount.throttle.decorator import limit
-    from slicecount.throttle.guard import Throttle
     from slicecount.throttle.limiter import Limiter
 
 __version__ = "0.1.0"
@@ -43,9 +43,9 @@ _LAZY = {
     "configure": "slicecount.default",
     "event": "slicecount.default",
     "get_recorder": "slicecount.default",
-    "limit": "slicecount.throttle.decorator",
+    "limit": "slicecount.middleware.limit",
     "Limiter": "slicecount.throttle.limiter",
-    "Throttle": "slicecount.throttle.guard",
+    "Throttle": "slicecount.middleware.throttle",
     "unique": "slicecount.default",
 }
 

@@ -16,9 +16,9 @@ import slicecount
 from slicecount.config import Settings
 from slicecount.datasource.app import create_app as create_datasource
 from slicecount.middleware.starlette import SliceCountMiddleware
+from slicecount.middleware.throttle import Throttle
 from slicecount.recorder import Recorder
 from slicecount.store import Store
-from slicecount.throttle.guard import Throttle
 from slicecount.throttle.limiter import Limiter
 from tests.middleware.helpers import by_label, total
 

@@ -1,5 +1,7 @@
 """Rate limits on the same Redis: limits as text (``limits``), the decision math (``windows``),
 the local quota's bookkeeping (``quota``) and the ``Limiter`` the middleware calls (``limiter``).
+It knows no web framework: the HTTP face (``Throttle``, the ``limit`` decorator) is in
+``slicecount.middleware``.
 
 ``Limiter`` and ``Verdict`` load on first use, so importing the pure parts loads no Redis client.
 """

@@ -20,9 +20,9 @@ from types import ModuleType
 from typing import Any, TypeVar, cast
 
 from slicecount.middleware.routes import starlette_route
+from slicecount.middleware.throttle import OnThrottled, Outcome, Throttle
 from slicecount.throttle.answers import Answer, Headers
 from slicecount.throttle.clients import KeyFunction, Peer
-from slicecount.throttle.guard import OnThrottled, Outcome, Throttle
 
 F = TypeVar("F", bound=Callable[..., Any])
 VIEW = "view:"
