@@ -25,7 +25,7 @@ from figures import Figure, emit, json_flag
 from slicecount import Settings, Store
 from slicecount.cleaner import Cleaner
 from slicecount.embedded import EmbeddedRedis
-from slicecount.trimming import save_cleaner_sweep
+from slicecount.operations.trimming import save_cleaner_sweep
 
 NOW = 1_700_006_400  # a multiple of 86400: every precision's slices line up
 SAMPLES = 150

@@ -14,10 +14,10 @@ from multiprocessing.synchronize import Barrier
 import pytest
 import redis
 
-from slicecount import throttling
 from slicecount.config import Settings
 from slicecount.errors import ConfigurationError
 from slicecount.store import Store
+from slicecount.throttle import operations as throttling
 from slicecount.throttle.limits import Limit, parse_limits
 from slicecount.throttle.windows import Counts, Decision, Strategy, decide, window_of
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from slicecount.operations.trimming import save_cleaner_sweep
 from slicecount.store import Store
-from slicecount.trimming import save_cleaner_sweep
 
 
 def record_sweeps(store: Store, at: int) -> None:

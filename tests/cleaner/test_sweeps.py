@@ -22,9 +22,9 @@ from slicecount.cleaner.plan import pass_index, pass_start, sweep_every
 from slicecount.cli import main
 from slicecount.config import DEFAULT_PRECISIONS as PRECISIONS
 from slicecount.config import Settings
-from slicecount.slices import oldest_kept, slice_start
+from slicecount.core.slices import oldest_kept, slice_start
+from slicecount.operations.trimming import claim_sweep, cleaner_records
 from slicecount.store import Store
-from slicecount.trimming import claim_sweep, cleaner_records
 
 pytestmark = pytest.mark.topologies("standalone", "cluster")
 

@@ -25,7 +25,7 @@ from slicecount.embedded import EmbeddedRedis
 from slicecount.middleware.asgi import SliceCountMiddleware
 from slicecount.middleware.flask import SliceCount
 from slicecount.middleware.throttle import Throttle
-from slicecount.recorder import Recorder
+from slicecount.recording.recorder import Recorder
 from slicecount.store import Store
 from slicecount.throttle.clients import forwarded_for, header
 from slicecount.throttle.limiter import Limiter

@@ -13,8 +13,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Concatenate, ParamSpec, TypeVar
 
-from slicecount import trimming
-from slicecount.batches import Context, Operation
 from slicecount.cleaner.plan import (
     Due,
     Trim,
@@ -26,8 +24,10 @@ from slicecount.cleaner.plan import (
     sweep_every,
 )
 from slicecount.errors import StoreError
+from slicecount.operations import trimming
+from slicecount.operations.batches import Context, Operation
+from slicecount.operations.writing import WRITER_MEMORY
 from slicecount.store import Store
-from slicecount.writing import WRITER_MEMORY
 
 logger = logging.getLogger("slicecount.cleaner")
 

@@ -5,7 +5,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from slicecount.resharding import PAGE, members, move_annotations, move_counter, old_layout
+from slicecount.operations.resharding import (
+    PAGE,
+    members,
+    move_annotations,
+    move_counter,
+    old_layout,
+)
 from slicecount.store import Store
 
 

@@ -13,13 +13,13 @@ from collections.abc import Callable, Iterable, Mapping
 from contextvars import ContextVar, Token
 from typing import TypedDict, cast
 
-from slicecount import default
 from slicecount.config import Settings
-from slicecount.histogram import DEFAULT_COUNT_BUCKETS, DEFAULT_DURATION_BUCKETS
+from slicecount.core.histogram import DEFAULT_COUNT_BUCKETS, DEFAULT_DURATION_BUCKETS
+from slicecount.core.series import Labels, LabelValue
 from slicecount.middleware._core import UNIQUE_CLIENTS_METRIC, RequestMapping
 from slicecount.middleware.throttle import Throttle
-from slicecount.recorder import Recorder
-from slicecount.series import Labels, LabelValue
+from slicecount.recording import default
+from slicecount.recording.recorder import Recorder
 from slicecount.store import Store
 from slicecount.throttle.clients import KeyFunction, Peer, client_address
 

@@ -21,7 +21,7 @@ from slicecount.throttle.limits import Limit, parse_limits
 from slicecount.throttle.windows import Decision
 
 if TYPE_CHECKING:
-    from slicecount.recorder import Recorder
+    from slicecount.recording.recorder import Recorder
     from slicecount.throttle.limiter import Limiter, Verdict
 
 logger = logging.getLogger("slicecount")
@@ -162,7 +162,7 @@ class Throttle:
         recorder = self.recorder
         try:
             if recorder is None:
-                from slicecount.default import get_recorder
+                from slicecount.recording.default import get_recorder
 
                 recorder = get_recorder()
         except Exception:  # bad SLICECOUNT_* settings: throttle all the same

@@ -4,6 +4,11 @@ It knows no web framework: the HTTP face (``Throttle``, the ``limit`` decorator)
 ``slicecount.middleware``.
 
 ``Limiter`` and ``Verdict`` load on first use, so importing the pure parts loads no Redis client.
+
+It may import store/, operations/, recording/ (to count its errors), core/, config and errors:
+no web framework.
+
+The whole house, and what each layer may import: docs/architecture.md.
 """
 
 from __future__ import annotations
