@@ -25,6 +25,7 @@ from figures import Figure, emit, json_flag
 from slicecount import Settings, Store
 from slicecount.cleaner import Cleaner
 from slicecount.embedded import EmbeddedRedis
+from slicecount.operations.trimming import save_cleaner_sweep
 
 NOW = 1_700_006_400  # a multiple of 86400: every precision's slices line up
 SAMPLES = 150
@@ -107,7 +108,7 @@ def main() -> None:
         first_client = prepare(first.url, args.names)
         store = Store.from_url(our_server.url, socket_timeout=60)
         for precision in PRECISIONS:  # swept 10 minutes ago: neither pass below sweeps
-            store.save_cleaner_sweep(precision, NOW - 600)
+            store.run(save_cleaner_sweep(store.context, precision, NOW - 600))
         clock = [float(NOW)]
         cleaner = Cleaner(store, clock=lambda: clock[0])
         first_store = Store.from_url(first.url, socket_timeout=60)

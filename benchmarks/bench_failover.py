@@ -51,9 +51,9 @@ from redis.crc import key_slot
 
 from figures import Figure, emit, json_flag  # beside this file (python puts it on sys.path)
 from slicecount.config import Settings
+from slicecount.core.keys import KeySpace
+from slicecount.core.series import encode
 from slicecount.embedded import EmbeddedRedis
-from slicecount.keys import KeySpace
-from slicecount.series import encode
 
 # tests.topologies spawns the topologies and the writers; it lives with the tests
 sys.path.append(str(Path(__file__).resolve().parent.parent))

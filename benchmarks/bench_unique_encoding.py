@@ -7,7 +7,7 @@ A flush holds, per series, the distinct values of one slice, written at the 5 de
 precisions (60 s .. 1 day). Encodings:
   naive   one PFADD per value per precision (pipelined, 10 000 commands a round trip);
   pfadd   one PFADD per (series, slice, precision) with all its values (what write_uniques does);
-  sketch  the values hashed once in Python (slicecount.hll), then per series one SET of the
+  sketch  the values hashed once in Python (slicecount.core.hll), then per series one SET of the
           sketch into a scratch key, one PFMERGE per precision, one DEL.
 Every encoding also sends one EXPIREAT per key. Each round runs every encoding once, in turn,
 on an emptied server; figures are medians over rounds, and the ratios compare one run's.
@@ -37,8 +37,8 @@ from typing import Any
 
 import redis
 
+from slicecount.core.hll import SEED, Sketch
 from slicecount.embedded import EmbeddedRedis
-from slicecount.hll import SEED, Sketch
 
 PRECISIONS = (60, 300, 3600, 18000, 86400)
 NOW = int(time.time()) // 86400 * 86400  # every precision's slice starts here

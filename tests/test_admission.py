@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from slicecount.admission import Admission, Warnings
+from slicecount.recording.admission import Admission, Warnings
 
 
 def test_ids_are_validated_cached_and_capped_per_metric() -> None:

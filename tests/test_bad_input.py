@@ -10,11 +10,11 @@ import time
 import pytest
 import redis
 
-from slicecount import default
 from slicecount.config import Settings
-from slicecount.losses import REJECTED_METRIC
-from slicecount.recorder import Recorder
-from slicecount.series import MAX_SERIES_ID_LENGTH, parse
+from slicecount.core.series import MAX_SERIES_ID_LENGTH, parse
+from slicecount.recording import default
+from slicecount.recording.losses import REJECTED_METRIC
+from slicecount.recording.recorder import Recorder
 from slicecount.store import Store
 
 NOW = 1_700_000_000.5

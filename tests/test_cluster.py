@@ -17,11 +17,11 @@ from starlette.testclient import TestClient
 
 from slicecount.cleaner import Cleaner
 from slicecount.config import Settings
+from slicecount.core.keys import KeySpace
+from slicecount.core.slices import oldest_kept
 from slicecount.datasource.app import create_app
-from slicecount.keys import KeySpace
-from slicecount.slices import oldest_kept
 from slicecount.store import Store
-from slicecount.store_async import AsyncStore
+from slicecount.store.asyncio import AsyncStore
 from tests.topologies import ClusterGroup, write_through
 
 pytestmark = pytest.mark.slow

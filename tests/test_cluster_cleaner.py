@@ -15,9 +15,9 @@ import redis
 
 from slicecount.cleaner import Cleaner
 from slicecount.config import Settings
-from slicecount.recorder import Recorder
-from slicecount.series import encode
-from slicecount.slices import oldest_kept, slice_start
+from slicecount.core.series import encode
+from slicecount.core.slices import oldest_kept, slice_start
+from slicecount.recording.recorder import Recorder
 from slicecount.store import Store
 from tests.cleaner import record_sweeps
 from tests.topologies import ClusterGroup

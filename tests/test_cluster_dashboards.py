@@ -14,8 +14,8 @@ import redis
 from starlette.testclient import TestClient
 
 from slicecount.config import Settings
+from slicecount.core.series import parse
 from slicecount.datasource.app import create_app
-from slicecount.series import parse
 from slicecount.store import Store
 from tests import test_grafana
 from tests.conftest import flushed_url

@@ -4,8 +4,7 @@ from dataclasses import fields
 
 import pytest
 
-from slicecount import environment
-from slicecount.config import DEFAULT_PRECISIONS, Settings
+from slicecount.config import DEFAULT_PRECISIONS, Settings, environment
 from slicecount.datasource.limits import Limits
 from slicecount.errors import ConfigurationError
 

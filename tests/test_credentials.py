@@ -24,9 +24,9 @@ from slicecount.config import Settings
 from slicecount.datasource.app import create_app
 from slicecount.embedded import EmbeddedRedis, free_port
 from slicecount.errors import StoreError
-from slicecount.recorder import Recorder
+from slicecount.recording.recorder import Recorder
 from slicecount.store import Store
-from slicecount.store_async import AsyncStore
+from slicecount.store.asyncio import AsyncStore
 from slicecount.throttle import Limiter, parse_limits
 from tests.datasource.conftest import simpod_body
 from tests.tls import APP_USER, TlsRedis, password

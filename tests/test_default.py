@@ -5,8 +5,8 @@ from collections.abc import Iterator
 import pytest
 
 import slicecount
-from slicecount import default
 from slicecount.embedded import EmbeddedRedis
+from slicecount.recording import default
 from slicecount.store import Store
 
 

@@ -23,8 +23,8 @@ import pytest
 from click.testing import CliRunner
 
 from slicecount.cli import main
-from slicecount.demo import Demo
-from slicecount.demo_services import Service
+from slicecount.demo.services import Service
+from slicecount.demo.stack import Demo
 from slicecount.embedded import free_port
 from slicecount.errors import StartupError
 from slicecount.examples.traffic import Traffic
@@ -48,7 +48,8 @@ def test_a_missing_dependency_is_named_before_anything_starts(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(
-        "slicecount.demo.find_spec", lambda name: None if name == "gunicorn" else find_spec(name)
+        "slicecount.demo.stack.find_spec",
+        lambda name: None if name == "gunicorn" else find_spec(name),
     )
     with pytest.raises(StartupError, match=r"needs gunicorn: pip install 'slicecount\[demo\]'"):
         Demo()

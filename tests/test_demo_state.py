@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from slicecount import demo_state
 from slicecount.cli import main
-from slicecount.demo_state import DemoState
+from slicecount.demo import state as demo_state
+from slicecount.demo.state import DemoState
 from slicecount.embedded import EmbeddedRedis
 from slicecount.store import Store
 

@@ -267,7 +267,8 @@ def test_the_build_context_leaves_out_the_venv_git_caches_and_build_output() -> 
                  "src/slicecount/promql/__pycache__/ast.cpython-312.pyc"):  # fmt: skip
         assert not in_context(path), path
     admitted = ["pyproject.toml", "README.md", "LICENSE", "src/slicecount/__init__.py",
-                "src/slicecount/lua/trim.lua", "src/slicecount/datasource/ui/main.js"]  # fmt: skip
+                "src/slicecount/store/lua/trim.lua",
+                "src/slicecount/datasource/ui/main.js"]  # fmt: skip
     for path in admitted:
         assert (ROOT / path).is_file() and in_context(path), path
 

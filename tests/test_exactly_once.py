@@ -14,7 +14,7 @@ import redis
 
 from slicecount.config import Settings
 from slicecount.embedded import EmbeddedRedis
-from slicecount.recorder import Recorder
+from slicecount.recording.recorder import Recorder
 from slicecount.store import Store
 from tests.faults import CuttingProxy
 
@@ -186,7 +186,7 @@ def test_connections_killed_while_big_batches_are_in_flight_lose_and_double_noth
 def test_a_numbered_chunk_sent_twice_is_applied_once(
     store: Store, redis_client: redis.Redis
 ) -> None:
-    from slicecount.writing import prepare
+    from slicecount.operations.writing import prepare
 
     redis_client.set("count:60:clash", "not a hash")
     chunks, _, _ = prepare(store.context, {1_700_000_000: {"clash": 1, "fine": 1}})
@@ -201,7 +201,7 @@ def test_the_cleaner_forgets_writers_quiet_for_a_week(
     store: Store, redis_client: redis.Redis
 ) -> None:
     from slicecount.cleaner import Cleaner
-    from slicecount.writing import WRITER_MEMORY
+    from slicecount.operations.writing import WRITER_MEMORY
 
     now = time.time()
     redis_client.mset({"writer:old": 5, "writer:new": 9})
@@ -216,7 +216,7 @@ def test_a_refused_watch_leaves_no_watch_behind_on_the_pool(
     store: Store, redis_client: redis.Redis
 ) -> None:
     from slicecount.errors import StoreError
-    from slicecount.writing import prepare
+    from slicecount.operations.writing import prepare
 
     redis_client.hset("writer:bad", "x", "1")  # not a writer's number: WRONGTYPE on GET
     redis_client.set("writer:odd", "seven")

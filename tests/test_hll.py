@@ -1,4 +1,4 @@
-"""slicecount.hll against a real redis-server: a sketch built in the process, SET as a string,
+"""slicecount.core.hll against a real redis-server: a sketch built in the process, SET as a string,
 reads back like the HLL that PFADD builds from the same values, register for register."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 import redis
 
-from slicecount.hll import (
+from slicecount.core.hll import (
     DENSE,
     DENSE_SIZE,
     SPARSE,

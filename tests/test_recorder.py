@@ -12,13 +12,13 @@ from collections.abc import Callable
 import pytest
 import redis
 
-from slicecount import lifecycle
 from slicecount.config import Settings
-from slicecount.count_buffer import Counts
+from slicecount.core.series import parse
 from slicecount.embedded import EmbeddedRedis
-from slicecount.losses import DROPPED_METRIC, REJECTED_METRIC
-from slicecount.recorder import Recorder
-from slicecount.series import parse
+from slicecount.recording import lifecycle
+from slicecount.recording.count_buffer import Counts
+from slicecount.recording.losses import DROPPED_METRIC, REJECTED_METRIC
+from slicecount.recording.recorder import Recorder
 from slicecount.store import Store
 
 T0 = 1_700_000_000

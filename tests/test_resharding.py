@@ -10,10 +10,11 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from slicecount.batches import Batch
+from slicecount.cleaner.reshard import reshard
 from slicecount.cli import main
 from slicecount.config import Settings
-from slicecount.resharding import move_counter, old_layout, reshard
+from slicecount.operations.batches import Batch
+from slicecount.operations.resharding import move_counter, old_layout
 from slicecount.store import Store
 
 pytestmark = pytest.mark.topologies

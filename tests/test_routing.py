@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from slicecount.batches import Batch, ScriptCall
-from slicecount.routing import first_key, split
+from slicecount.operations.batches import Batch, ScriptCall
+from slicecount.store.routing import first_key, split
 
 
 def node_of(key: str) -> str:

@@ -9,9 +9,9 @@ import asyncio
 import pytest
 
 from slicecount.config import Settings
-from slicecount.recorder import Recorder
+from slicecount.recording.recorder import Recorder
 from slicecount.store import Store
-from slicecount.store_async import AsyncStore
+from slicecount.store.asyncio import AsyncStore
 from tests.topologies import SentinelGroup, write_through
 
 pytestmark = pytest.mark.slow
@@ -57,7 +57,7 @@ def test_the_datasource_answers_through_the_sentinels(group: SentinelGroup) -> N
 
 def test_the_cleaner_trims_through_the_sentinels(group: SentinelGroup) -> None:
     from slicecount.cleaner import Cleaner
-    from slicecount.slices import oldest_kept
+    from slicecount.core.slices import oldest_kept
 
     now = 1_700_006_400
     with Store.from_url(group.url) as store:

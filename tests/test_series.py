@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from slicecount import series
+from slicecount.core import series
 from slicecount.errors import ConfigurationError
 
 names = st.from_regex(r"[A-Za-z_][A-Za-z0-9_.:-]{0,30}", fullmatch=True)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from slicecount.slices import oldest_kept, slice_start, slice_starts
+from slicecount.core.slices import oldest_kept, slice_start, slice_starts
 
 
 def test_slices_start_on_multiples_of_their_precision() -> None:

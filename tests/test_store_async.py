@@ -10,7 +10,7 @@ from slicecount.config import Settings
 from slicecount.embedded import EmbeddedRedis
 from slicecount.errors import StoreError
 from slicecount.store import Store
-from slicecount.store_async import AsyncStore
+from slicecount.store.asyncio import AsyncStore
 
 T0 = 1_700_000_000
 

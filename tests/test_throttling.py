@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import multiprocessing
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from multiprocessing.queues import Queue
 from multiprocessing.synchronize import Barrier
 
@@ -17,8 +17,9 @@ import redis
 from slicecount.config import Settings
 from slicecount.errors import ConfigurationError
 from slicecount.store import Store
+from slicecount.throttle import operations as throttling
 from slicecount.throttle.limits import Limit, parse_limits
-from slicecount.throttle.windows import Counts, Strategy, decide, window_of
+from slicecount.throttle.windows import Counts, Decision, Strategy, decide, window_of
 
 T0 = 1_700_000_000  # T0 - 20 is a multiple of 60, T0 - 800 of 3600
 TEN = parse_limits("10/second")
@@ -27,6 +28,27 @@ THREADS = 8
 PROCESSES = 2
 TRIES = 5  # asks per worker and window: 50 asks for 10 places
 IDENTITY = "user}{1"  # a brace in it must not break the hash tag on the cluster
+
+
+def hit(
+    store: Store,
+    limits: Sequence[Limit],
+    identity: str,
+    strategy: str = "fixed",
+    *,
+    cost: int = 1,
+    now: float | None = None,
+) -> Decision:
+    """The throttle's hit, run on ``store`` (as the limiter runs it)."""
+    return store.run(throttling.hit(store.context, limits, identity, strategy, cost=cost, now=now))
+
+
+def claim(store: Store, limit: Limit, identity: str, want: int) -> int:
+    return store.run(throttling.claim(store.context, limit, identity, want))
+
+
+def give_back(store: Store, limit: Limit, identity: str, window: int, n: int) -> int:
+    return store.run(throttling.give_back(store.context, limit, identity, window, n))
 
 
 def hammer(url: str, strategy: Strategy, start: Barrier | None = None) -> list[int]:
@@ -40,7 +62,7 @@ def hammer(url: str, strategy: Strategy, start: Barrier | None = None) -> list[i
                 start.wait(60)
             for j in range(TRIES):
                 now[0] = T0 + k + (j + 0.5) / (TRIES + 1)
-                admitted[k] += store.hit(TEN, IDENTITY, strategy).allowed
+                admitted[k] += hit(store, TEN, IDENTITY, strategy).allowed
     return admitted
 
 
@@ -109,7 +131,7 @@ def test_redis_decides_as_the_pure_math_does(settings: Settings, strategy: Strat
                 for i, w in enumerate(windows)
             ]  # fmt: skip
             expected = decide(limits, strategy, t, seen)
-            assert store.hit(limits, "steady", strategy) == expected, t
+            assert hit(store, limits, "steady", strategy) == expected, t
             for i, w in enumerate(windows):
                 counts[i, w] = counts.get((i, w), 0) + expected.allowed
             if not expected.allowed:
@@ -126,7 +148,7 @@ def test_every_limit_must_admit_and_a_refusal_counts_nowhere(
     with Store(settings, clock=lambda: now[0]) as store:
         for k in range(3):
             now[0] = T0 + k + 0.1
-            decisions = [store.hit((hour, second), "u") for _ in range(8)]
+            decisions = [hit(store, (hour, second), "u") for _ in range(8)]
             assert [d.allowed for d in decisions] == [True] * 5 + [False] * 3
             assert {d.limit for d in decisions[4:]} == {second}
             assert decisions[4].remaining == 0 and decisions[0].remaining == 4
@@ -135,7 +157,7 @@ def test_every_limit_must_admit_and_a_refusal_counts_nowhere(
         # near the hour's end the hour decides
         redis_client.set(hour_key, 999)
         now[0] = T0 + 3.5
-        last, refused = store.hit((hour, second), "u"), store.hit((hour, second), "u")
+        last, refused = hit(store, (hour, second), "u"), hit(store, (hour, second), "u")
         assert (last.allowed, last.limit, last.remaining) == (True, hour, 0)
         assert (refused.allowed, refused.limit) == (False, hour)
         assert refused.retry_after == (int(T0 // 3600) + 1) * 3600 - int(T0 + 3.5)
@@ -147,9 +169,9 @@ def test_counters_expire_by_themselves(settings: Settings, redis_client: redis.R
     minute = Limit(5, 60, "5/minute")
     now = [T0 + 40 + 15.0]  # 15 s into a minute
     with Store(settings, clock=lambda: now[0]) as store:
-        store.hit([minute], "fixed")
-        store.hit([minute], "sliding", "sliding")
-        store.claim(minute, "claimed", 2)
+        hit(store, [minute], "fixed")
+        hit(store, [minute], "sliding", "sliding")
+        claim(store, minute, "claimed", 2)
         window = int(now[0] // 60)
         fixed = redis_client.pttl(store.keys.throttle("fixed", 5, 60, window))
         sliding = redis_client.pttl(store.keys.throttle("sliding", 5, 60, window))
@@ -170,40 +192,40 @@ def test_claims_never_pass_the_limit_and_give_back_only_what_exists(
     window = int(now[0] // 60)
     with Store(settings, clock=lambda: now[0]) as store:
         key = store.keys.throttle(IDENTITY, 10, 60, window)
-        assert [store.claim(limit, IDENTITY, 4) for _ in range(4)] == [4, 4, 2, 0]
+        assert [claim(store, limit, IDENTITY, 4) for _ in range(4)] == [4, 4, 2, 0]
         assert redis_client.get(key) == "10"
-        assert store.give_back(limit, IDENTITY, window, 3) == 3
+        assert give_back(store, limit, IDENTITY, window, 3) == 3
         assert redis_client.get(key) == "7"
-        assert store.claim(limit, IDENTITY, 5) == 3
-        assert store.give_back(limit, IDENTITY, window, 50) == 10  # never below zero
+        assert claim(store, limit, IDENTITY, 5) == 3
+        assert give_back(store, limit, IDENTITY, window, 50) == 10  # never below zero
         assert redis_client.get(key) == "0"
-        assert store.give_back(limit, IDENTITY, window - 1, 5) == 0  # gone: nothing to return
+        assert give_back(store, limit, IDENTITY, window - 1, 5) == 0  # gone: nothing to return
         assert not redis_client.exists(store.keys.throttle(IDENTITY, 10, 60, window - 1))
-        assert store.give_back(limit, IDENTITY, window, 0) == 0
+        assert give_back(store, limit, IDENTITY, window, 0) == 0
         # hits and claims share the window's counter
-        assert store.claim(limit, IDENTITY, 9) == 9
-        assert store.hit([limit], IDENTITY).allowed
-        assert not store.hit([limit], IDENTITY).allowed
-        assert store.claim(limit, IDENTITY, 1) == 0
+        assert claim(store, limit, IDENTITY, 9) == 9
+        assert hit(store, [limit], IDENTITY).allowed
+        assert not hit(store, [limit], IDENTITY).allowed
+        assert claim(store, limit, IDENTITY, 1) == 0
 
 
 def test_bad_arguments_raise_before_any_round_trip() -> None:
     # a server that does not exist: an argument check that sent anything would fail otherwise
     with Store.from_url("redis://127.0.0.1:1/0", socket_timeout=0.5) as store:
         cases: list[tuple[Callable[[], object], str]] = [
-            (lambda: store.hit([], "u"), "non-empty sequence of Limit"),
-            (lambda: store.hit("10/second", "u"), "non-empty sequence of Limit"),  # type: ignore[arg-type]
-            (lambda: store.hit(["10/second"], "u"), "must be Limit objects"),  # type: ignore[list-item]
-            (lambda: store.hit(parse_limits("1/second") * 2, "u"), "'1/second' is given twice"),
-            (lambda: store.hit(TEN, 5), "identity must be a string, got 5"),  # type: ignore[arg-type]
-            (lambda: store.hit(TEN, "u", "moving"), "unknown throttle strategy 'moving'"),
-            (lambda: store.hit(TEN, "u", cost=11), r"cost must be an integer 1 \.\. 10.* got 11"),
-            (lambda: store.hit(TEN, "u", cost=0), "got 0"),
-            (lambda: store.hit(TEN, "u", cost=True), "got True"),
-            (lambda: store.hit(TEN, "u", now=-1), "now must be an epoch time"),
-            (lambda: store.claim(TEN[0], "u", 0), "tokens wanted must be an integer >= 1, got 0"),
-            (lambda: store.give_back(TEN[0], "u", 1.5, 1), "give_back needs a window index"),  # type: ignore[arg-type]
-            (lambda: store.give_back(TEN[0], "u", 1, -1), "give_back needs"),
+            (lambda: hit(store, [], "u"), "non-empty sequence of Limit"),
+            (lambda: hit(store, "10/second", "u"), "non-empty sequence of Limit"),  # type: ignore[arg-type]
+            (lambda: hit(store, ["10/second"], "u"), "must be Limit objects"),  # type: ignore[list-item]
+            (lambda: hit(store, parse_limits("1/second") * 2, "u"), "'1/second' is given twice"),
+            (lambda: hit(store, TEN, 5), "identity must be a string, got 5"),  # type: ignore[arg-type]
+            (lambda: hit(store, TEN, "u", "moving"), "unknown throttle strategy 'moving'"),
+            (lambda: hit(store, TEN, "u", cost=11), r"cost must be an integer 1 \.\. 10.* got 11"),
+            (lambda: hit(store, TEN, "u", cost=0), "got 0"),
+            (lambda: hit(store, TEN, "u", cost=True), "got True"),
+            (lambda: hit(store, TEN, "u", now=-1), "now must be an epoch time"),
+            (lambda: claim(store, TEN[0], "u", 0), "tokens wanted must be an integer >= 1, got 0"),
+            (lambda: give_back(store, TEN[0], "u", 1.5, 1), "give_back needs a window index"),  # type: ignore[arg-type]
+            (lambda: give_back(store, TEN[0], "u", 1, -1), "give_back needs"),
         ]
         for call, message in cases:
             with pytest.raises(ConfigurationError, match=message):
@@ -211,7 +233,7 @@ def test_bad_arguments_raise_before_any_round_trip() -> None:
 
 
 def test_a_cost_counts_as_that_many_hits(store: Store, redis_client: redis.Redis) -> None:
-    decisions = [store.hit(TEN, "c", cost=cost, now=T0 + 0.5) for cost in (4, 4, 4, 2, 1)]
+    decisions = [hit(store, TEN, "c", cost=cost, now=T0 + 0.5) for cost in (4, 4, 4, 2, 1)]
     assert [(d.allowed, d.remaining) for d in decisions] == [
         (True, 6), (True, 2), (False, 2), (True, 0), (False, 0)
     ]  # fmt: skip
@@ -219,6 +241,6 @@ def test_a_cost_counts_as_that_many_hits(store: Store, redis_client: redis.Redis
 
 
 def test_a_lost_script_is_loaded_again(store: Store, redis_client: redis.Redis) -> None:
-    assert store.hit(TEN, "u", now=T0).allowed
+    assert hit(store, TEN, "u", now=T0).allowed
     redis_client.script_flush()
-    assert store.hit(TEN, "u", now=T0).remaining == 8
+    assert hit(store, TEN, "u", now=T0).remaining == 8

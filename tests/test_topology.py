@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from slicecount.config import Settings
+from slicecount.config.topology import parse_url, redact, scrub, secrets, without_options
 from slicecount.errors import ConfigurationError
-from slicecount.topology import parse_url, redact, scrub, secrets, without_options
-from slicecount.wire import cluster_arguments, sentinel_arguments
+from slicecount.store.wire import cluster_arguments, sentinel_arguments
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from slicecount.recorder import Recorder
+from slicecount.recording.recorder import Recorder
 from slicecount.store import Store
 
 pytestmark = [pytest.mark.topologies, pytest.mark.slow]

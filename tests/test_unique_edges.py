@@ -14,9 +14,9 @@ from starlette.testclient import TestClient
 
 from slicecount.cleaner.daemon import Cleaner
 from slicecount.config import Settings
+from slicecount.core.slices import oldest_kept
 from slicecount.datasource.app import create_app
-from slicecount.recorder import Recorder
-from slicecount.slices import oldest_kept
+from slicecount.recording.recorder import Recorder
 from slicecount.store import Store
 from tests.test_unique_writing import hll_count
 

@@ -12,12 +12,12 @@ from typing import Any
 
 import pytest
 
-from slicecount.batches import Batch, Operation
 from slicecount.config import Settings
 from slicecount.errors import ConfigurationError
+from slicecount.operations.batches import Batch, Operation
+from slicecount.operations.unique_reading import CARRY_AS_THEY_ARE, SliceMembers, count_unions
 from slicecount.store import Store
-from slicecount.store_async import AsyncStore
-from slicecount.unique_reading import CARRY_AS_THEY_ARE, SliceMembers, count_unions
+from slicecount.store.asyncio import AsyncStore
 from tests.unique_data import current, expiry, write_slice
 
 pytestmark = pytest.mark.topologies
@@ -81,7 +81,7 @@ def test_get_unique_reads_the_retention_window_only(small_cap: Settings, redis_c
 
 class KeysOf:
     def __init__(self, settings: Settings) -> None:
-        from slicecount.keys import KeySpace
+        from slicecount.core.keys import KeySpace
 
         self.keys = KeySpace(settings.prefix, settings.shards)
 

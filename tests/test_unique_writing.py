@@ -12,10 +12,10 @@ import pytest
 
 from slicecount.config import Settings
 from slicecount.embedded import EmbeddedRedis
-from slicecount.losses import DROPPED_METRIC, REJECTED_METRIC
-from slicecount.recorder import Recorder
+from slicecount.operations.unique_writing import SKETCH_MIN_VALUES
+from slicecount.recording.losses import DROPPED_METRIC, REJECTED_METRIC
+from slicecount.recording.recorder import Recorder
 from slicecount.store import Store
-from slicecount.unique_writing import SKETCH_MIN_VALUES
 from tests.test_recorder import rejected
 
 pytestmark = pytest.mark.topologies

@@ -105,7 +105,7 @@ class Existing:
         """A raw client of the topology (on a cluster, one that follows the slots)."""
         from slicecount.config import Settings
         from slicecount.store import CLIENTS
-        from slicecount.wire import connect
+        from slicecount.store.wire import connect
 
         return connect(Settings(redis_url=self.url), CLIENTS)
 
@@ -369,8 +369,8 @@ def write_through(url: str, failover: Callable[[], object], writers: int = 4) ->
 def write_through_load(url: str, failover: Callable[[], object], load: Load) -> Written:
     """Recorders (one thread each) write as ``load`` says while ``failover()`` strikes."""
     from slicecount.config import Settings
-    from slicecount.recorder import Recorder
-    from slicecount.series import encode
+    from slicecount.core.series import encode
+    from slicecount.recording.recorder import Recorder
     from slicecount.store import Store
 
     class Counting(Recorder):

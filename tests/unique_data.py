@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from slicecount.config import Settings
-from slicecount.keys import KeySpace
+from slicecount.core.keys import KeySpace
 
 
 def current(precision: int = 86_400) -> int:

@@ -1,7 +1,7 @@
 """slicecount: counters over time for Flask and Starlette apps, kept in Redis at several
 precisions at once (the *Redis in Action* §5.2 counters pattern).
 
-The public names load lazily (PEP 562): ``import slicecount.series`` (or ``keys``, ``config``,
+The public names load lazily (PEP 562): ``import slicecount.core.series`` (or ``keys``, ``config``,
 the query parser, the middleware core) imports no Redis client and registers no process hook;
 the Redis-facing names load on first use.
 """
@@ -12,6 +12,8 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 from slicecount.config import Settings
+from slicecount.core.series import encode as series_id
+from slicecount.core.series import parse as parse_series
 from slicecount.errors import (
     ConfigurationError,
     QueryError,
@@ -19,34 +21,32 @@ from slicecount.errors import (
     StartupError,
     StoreError,
 )
-from slicecount.series import encode as series_id
-from slicecount.series import parse as parse_series
 
 if TYPE_CHECKING:
-    from slicecount.default import annotate, configure, event, get_recorder, unique
-    from slicecount.lifecycle import close_all
-    from slicecount.recorder import Recorder
+    from slicecount.middleware.limit import limit
+    from slicecount.middleware.throttle import Throttle
+    from slicecount.recording.default import annotate, configure, event, get_recorder, unique
+    from slicecount.recording.lifecycle import close_all
+    from slicecount.recording.recorder import Recorder
     from slicecount.store import Store
-    from slicecount.store_async import AsyncStore
-    from slicecount.throttle.decorator import limit
-    from slicecount.throttle.guard import Throttle
+    from slicecount.store.asyncio import AsyncStore
     from slicecount.throttle.limiter import Limiter
 
 __version__ = "0.1.0"
 
 _LAZY = {
-    "AsyncStore": "slicecount.store_async",
-    "Recorder": "slicecount.recorder",
+    "AsyncStore": "slicecount.store.asyncio",
+    "Recorder": "slicecount.recording.recorder",
     "Store": "slicecount.store",
-    "annotate": "slicecount.default",
-    "close_all": "slicecount.lifecycle",
-    "configure": "slicecount.default",
-    "event": "slicecount.default",
-    "get_recorder": "slicecount.default",
-    "limit": "slicecount.throttle.decorator",
+    "annotate": "slicecount.recording.default",
+    "close_all": "slicecount.recording.lifecycle",
+    "configure": "slicecount.recording.default",
+    "event": "slicecount.recording.default",
+    "get_recorder": "slicecount.recording.default",
+    "limit": "slicecount.middleware.limit",
     "Limiter": "slicecount.throttle.limiter",
-    "Throttle": "slicecount.throttle.guard",
-    "unique": "slicecount.default",
+    "Throttle": "slicecount.middleware.throttle",
+    "unique": "slicecount.recording.default",
 }
 
 

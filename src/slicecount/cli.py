@@ -12,11 +12,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from slicecount import demo_state
 from slicecount.config import ENV_PREFIX, Settings
+from slicecount.config.topology import redact
+from slicecount.demo import state as demo_state
 from slicecount.errors import ConfigurationError, MissingExtra, SlicecountError
 from slicecount.store import Store
-from slicecount.topology import redact
 
 try:
     import click
@@ -159,7 +159,7 @@ def annotate(
 def reshard(settings: Settings, shards_before: int) -> None:
     """Move the counters written with another shard count to the configured one, exactly
     once (safe to rerun, and beside writers); run again if some were written meanwhile."""
-    from slicecount.resharding import reshard as move
+    from slicecount.cleaner.reshard import reshard as move
 
     with Store(settings) as store:
         try:
@@ -290,7 +290,7 @@ def demo(duration: float | None, port: int, rate: float, seed: int | None, synth
 
             record(60, 200, seed, click.echo)
             return
-        from slicecount.demo import Demo
+        from slicecount.demo.stack import Demo
 
         stack = Demo(port=port, rate=rate, seed=seed)  # a missing dependency, a port in use
     except SlicecountError as exc:

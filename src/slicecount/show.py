@@ -7,9 +7,9 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from slicecount.core.series import parse
+from slicecount.core.slices import slice_starts
 from slicecount.errors import ConfigurationError
-from slicecount.series import parse
-from slicecount.slices import slice_starts
 from slicecount.store import Store
 
 BARS = "▁▂▃▄▅▆▇█"

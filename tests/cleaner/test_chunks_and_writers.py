@@ -7,10 +7,10 @@ from typing import TypeVar
 
 import redis
 
-from slicecount.batches import Batch, Operation
 from slicecount.cleaner.daemon import FIRST_CHUNK, TARGET_CALL_SECONDS, ChunkSizer
+from slicecount.operations.batches import Batch, Operation
+from slicecount.operations.trimming import forget_writers
 from slicecount.store import Store
-from slicecount.trimming import forget_writers
 
 NOW = 1_700_006_400
 T = TypeVar("T")

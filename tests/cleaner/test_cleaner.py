@@ -18,9 +18,9 @@ import redis
 
 from slicecount.cleaner import Cleaner
 from slicecount.config import Settings
+from slicecount.core.slices import oldest_kept, slice_start
 from slicecount.embedded import EmbeddedRedis
-from slicecount.recorder import Recorder
-from slicecount.slices import oldest_kept, slice_start
+from slicecount.recording.recorder import Recorder
 from slicecount.store import Store
 from tests.cleaner import record_sweeps
 

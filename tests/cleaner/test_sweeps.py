@@ -22,7 +22,8 @@ from slicecount.cleaner.plan import pass_index, pass_start, sweep_every
 from slicecount.cli import main
 from slicecount.config import DEFAULT_PRECISIONS as PRECISIONS
 from slicecount.config import Settings
-from slicecount.slices import oldest_kept, slice_start
+from slicecount.core.slices import oldest_kept, slice_start
+from slicecount.operations.trimming import claim_sweep, cleaner_records
 from slicecount.store import Store
 
 pytestmark = pytest.mark.topologies("standalone", "cluster")
@@ -132,7 +133,8 @@ def test_the_daemon_command_forgets_dead_counters_at_its_first_pass(
 def test_a_sweep_in_progress_is_left_to_its_cleaner(
     populated: Store, redis_client: redis.Redis
 ) -> None:
-    assert populated.claim_sweep(1, None, "other", 60_000)  # "other" sweeps 1 s slices now
+    # "other" sweeps 1 s slices now
+    assert populated.run(claim_sweep(populated.context, 1, None, "other", 60_000))
     stats = Cleaner(populated, clock=lambda: AT, owner="b").run_once()
     assert stats is not None and stats.swept == [5, 60, 300, 3600, 18000, 86400]
     assert 1 in stats.precisions  # trimmed as scheduled, by name
@@ -149,7 +151,8 @@ def test_an_interrupted_sweep_is_not_recorded_and_the_next_pass_sweeps(
     interrupted = stopped.run_once()
     assert interrupted is not None and interrupted.interrupted
     assert interrupted.precisions == [1] and interrupted.swept == []
-    assert populated.cleaner_records() == ({}, {})  # neither its cutoff nor its sweep
+    # neither its cutoff nor its sweep
+    assert populated.run(cleaner_records(populated.context)) == ({}, {})
     # its claim was given up: the next pass sweeps it
     after = Cleaner(populated, clock=lambda: AT + 60, owner="d").run_once()
     assert after is not None and after.swept == list(populated.settings.precisions)
@@ -216,7 +219,7 @@ def test_the_sweep_period_options_and_the_deprecated_sweep_every(
         return CliRunner().invoke(main, args)
 
     def swept_at() -> dict[int, int]:
-        return populated.cleaner_records()[1]
+        return populated.run(cleaner_records(populated.context))[1]
 
     first = pass_start(pass_index(AT, 60), 60)
     assert cleaner(AT).exit_code == 0 and swept_at() == dict.fromkeys(PRECISIONS, first)

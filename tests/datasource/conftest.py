@@ -13,7 +13,7 @@ from slicecount.datasource.app import create_app
 from slicecount.datasource.limits import Limits
 from slicecount.datasource.reader import Reader
 from slicecount.store import Store
-from slicecount.store_async import AsyncStore
+from slicecount.store.asyncio import AsyncStore
 
 T0 = 1_700_006_400  # a multiple of 86400
 NOW = T0 + 7230  # 2 h 30 s later: 30 s into a 60 s slice

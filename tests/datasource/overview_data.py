@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from slicecount.histogram import parse_bound
+from slicecount.core.histogram import parse_bound
 from slicecount.store import Store
 
 STEP = 10

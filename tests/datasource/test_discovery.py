@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from slicecount.config import Settings
+from slicecount.core.series import encode
 from slicecount.datasource.discovery import (
     SeriesInfo,
     label_names,
@@ -17,7 +18,6 @@ from slicecount.datasource.discovery import (
     variable,
 )
 from slicecount.errors import QueryError
-from slicecount.series import encode
 
 
 def info(name: str, **labels: str) -> SeriesInfo:

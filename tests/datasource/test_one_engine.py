@@ -11,8 +11,8 @@ import pytest
 from starlette.testclient import TestClient
 
 from slicecount.config import Settings
+from slicecount.core.slices import slice_start
 from slicecount.datasource.app import create_app
-from slicecount.slices import slice_start
 from slicecount.store import Store
 from tests.datasource.conftest import HOUR, NOW, legacy_body, write_known_data
 

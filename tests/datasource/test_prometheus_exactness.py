@@ -14,8 +14,8 @@ import pytest
 from starlette.testclient import TestClient
 
 from slicecount.config import Settings
+from slicecount.core.histogram import DEFAULT_DURATION_BUCKETS, format_bound
 from slicecount.datasource.app import create_app
-from slicecount.histogram import DEFAULT_DURATION_BUCKETS, format_bound
 from slicecount.store import Store
 from tests.conftest import TOPOLOGIES, flushed_url
 

@@ -14,7 +14,7 @@ from slicecount.datasource import endpoints
 from slicecount.datasource.limits import LimitExceeded, Limits
 from slicecount.datasource.reader import READS_IN_FLIGHT, Reader, all_done
 from slicecount.store import Store
-from slicecount.store_async import AsyncStore
+from slicecount.store.asyncio import AsyncStore
 from tests.datasource.conftest import HOUR, NOW, legacy_body, write_known_data
 
 T = TypeVar("T")

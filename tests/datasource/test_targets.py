@@ -10,6 +10,7 @@ from slicecount.datasource.prometheus.plan import panel_step
 from slicecount.datasource.reader import union_parts as parts
 from slicecount.datasource.targets import MAX_QUERY_LENGTH, catalogue, parse, with_matchers
 from slicecount.errors import ConfigurationError, QueryError
+from slicecount.operations.unique_reading import Group
 from slicecount.promql.ast import (
     MAX_REGEX_LENGTH,
     NAME_LABEL,
@@ -24,7 +25,6 @@ from slicecount.promql.ast import (
     walk,
 )
 from slicecount.promql.parser import MAX_DEPTH
-from slicecount.unique_reading import Group
 
 
 def selectors(node: Node) -> list[VectorSelector]:

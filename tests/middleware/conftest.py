@@ -4,7 +4,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from slicecount.recorder import Recorder
+from slicecount.recording.recorder import Recorder
 from slicecount.store import Store
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from slicecount.series import parse
+from slicecount.core.series import parse
 from slicecount.store import Store
 
 

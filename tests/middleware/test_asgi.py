@@ -21,7 +21,7 @@ from starlette.websockets import WebSocket
 from slicecount.middleware.asgi import Message, Scope
 from slicecount.middleware.sqlalchemy import instrument_sqlalchemy, uninstrument_sqlalchemy
 from slicecount.middleware.starlette import SliceCountMiddleware
-from slicecount.recorder import Recorder
+from slicecount.recording.recorder import Recorder
 from slicecount.store import Store
 from tests.middleware.helpers import by_label, total
 

@@ -16,9 +16,9 @@ import slicecount
 from slicecount.config import Settings
 from slicecount.datasource.app import create_app as create_datasource
 from slicecount.middleware.starlette import SliceCountMiddleware
-from slicecount.recorder import Recorder
+from slicecount.middleware.throttle import Throttle
+from slicecount.recording.recorder import Recorder
 from slicecount.store import Store
-from slicecount.throttle.guard import Throttle
 from slicecount.throttle.limiter import Limiter
 from tests.middleware.helpers import by_label, total
 
@@ -154,8 +154,8 @@ def test_prometheus_names_the_duration_histogram_in_seconds(
 def test_the_example_app_counts_its_routes_and_events(
     store: Store, settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from slicecount import default
     from slicecount.examples.fastapi_app import create_app
+    from slicecount.recording import default
 
     monkeypatch.setenv("SLICECOUNT_REDIS_URL", settings.redis_url)
     previous, default._recorder = default._recorder, None  # the example counts by the default

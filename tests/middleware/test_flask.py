@@ -15,7 +15,7 @@ from slicecount.config import Settings
 from slicecount.embedded import EmbeddedRedis
 from slicecount.middleware.flask import SliceCount
 from slicecount.middleware.sqlalchemy import instrument_sqlalchemy, uninstrument_sqlalchemy
-from slicecount.recorder import Recorder
+from slicecount.recording.recorder import Recorder
 from slicecount.store import Store
 from tests.middleware.helpers import by_label, total
 

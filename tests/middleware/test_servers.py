@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from slicecount.core.series import parse
 from slicecount.embedded import EmbeddedRedis, free_port, listen
-from slicecount.series import parse
 from slicecount.store import Store
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -10,7 +10,6 @@ import pytest
 from flask import Flask
 from starlette.applications import Starlette
 
-from slicecount import default
 from slicecount.config import Settings
 from slicecount.errors import ConfigurationError
 from slicecount.middleware.asgi import SliceCountMiddleware as ASGIMiddleware
@@ -18,6 +17,7 @@ from slicecount.middleware.flask import SliceCount
 from slicecount.middleware.sqlalchemy import instrument_sqlalchemy
 from slicecount.middleware.starlette import SliceCountMiddleware as StarletteMiddleware
 from slicecount.middleware.wsgi import SliceCountMiddleware as WSGIMiddleware
+from slicecount.recording import default
 
 
 @pytest.fixture

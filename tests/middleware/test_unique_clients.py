@@ -15,7 +15,7 @@ from starlette.testclient import TestClient
 
 from slicecount.middleware.asgi import SliceCountMiddleware
 from slicecount.middleware.flask import SliceCount
-from slicecount.recorder import Recorder
+from slicecount.recording.recorder import Recorder
 from slicecount.store import Store
 from slicecount.throttle.clients import header
 from tests.test_unique_writing import hll_count

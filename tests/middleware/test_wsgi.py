@@ -11,10 +11,10 @@ import pytest
 from werkzeug.test import Client
 
 import slicecount
-from slicecount import default
 from slicecount.config import Settings
 from slicecount.middleware.wsgi import SliceCountMiddleware, StartResponse
-from slicecount.recorder import Recorder
+from slicecount.recording import default
+from slicecount.recording.recorder import Recorder
 from slicecount.store import Store
 from tests.middleware.helpers import by_label, total
 

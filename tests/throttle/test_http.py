@@ -24,10 +24,10 @@ from slicecount.config import Settings
 from slicecount.embedded import EmbeddedRedis
 from slicecount.middleware.asgi import SliceCountMiddleware
 from slicecount.middleware.flask import SliceCount
-from slicecount.recorder import Recorder
+from slicecount.middleware.throttle import Throttle
+from slicecount.recording.recorder import Recorder
 from slicecount.store import Store
 from slicecount.throttle.clients import forwarded_for, header
-from slicecount.throttle.guard import Throttle
 from slicecount.throttle.limiter import Limiter
 from tests.middleware.helpers import by_label, total
 

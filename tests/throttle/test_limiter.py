@@ -16,7 +16,7 @@ import pytest
 from slicecount.config import Settings
 from slicecount.embedded import EmbeddedRedis
 from slicecount.errors import ConfigurationError
-from slicecount.recorder import Recorder
+from slicecount.recording.recorder import Recorder
 from slicecount.store import Store
 from slicecount.throttle import Limiter, Verdict, parse_limits
 from slicecount.throttle.limiter import ERRORS
@@ -150,7 +150,7 @@ def test_redis_stopped_fails_closed_with_503(
 def test_errors_go_to_the_process_wide_recorder_by_default(
     recorder: Recorder, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("slicecount.default._recorder", recorder)
+    monkeypatch.setattr("slicecount.recording.default._recorder", recorder)
     with Limiter(Settings(redis_url="redis://127.0.0.1:1/0"), deadline=DEADLINE) as limiter:
         assert limiter.check(TEN, "c") == Verdict(None, None)
     assert errors_counted(recorder) == 1

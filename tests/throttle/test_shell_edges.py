@@ -24,10 +24,10 @@ from slicecount.config import Settings
 from slicecount.embedded import EmbeddedRedis
 from slicecount.middleware.asgi import SliceCountMiddleware as ASGIMiddleware
 from slicecount.middleware.flask import SliceCount
+from slicecount.middleware.throttle import Throttle
 from slicecount.middleware.wsgi import SliceCountMiddleware as WSGIMiddleware
-from slicecount.recorder import Recorder
+from slicecount.recording.recorder import Recorder
 from slicecount.store import Store
-from slicecount.throttle.guard import Throttle
 from slicecount.throttle.limiter import Limiter
 from tests.throttle.test_http import Buffered
 

@@ -1,6 +1,10 @@
 """The sidecar cleaner: trims samples past retention and forgets counters that became empty.
 
 ``Cleaner`` and ``PassStats`` load on first use, so ``slicecount.cleaner.plan`` stays pure.
+
+It may import store/, operations/, core/, config and errors.
+
+The whole house, and what each layer may import: docs/architecture.md.
 """
 
 from __future__ import annotations

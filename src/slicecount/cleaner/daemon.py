@@ -11,6 +11,7 @@ import warnings
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Concatenate, ParamSpec, TypeVar
 
 from slicecount.cleaner.plan import (
     Due,
@@ -23,10 +24,15 @@ from slicecount.cleaner.plan import (
     sweep_every,
 )
 from slicecount.errors import StoreError
+from slicecount.operations import trimming
+from slicecount.operations.batches import Context, Operation
+from slicecount.operations.writing import WRITER_MEMORY
 from slicecount.store import Store
-from slicecount.writing import WRITER_MEMORY
 
 logger = logging.getLogger("slicecount.cleaner")
+
+P = ParamSpec("P")
+T = TypeVar("T")
 
 DEFAULT_INTERVAL = 60.0
 """Seconds between passes (the book's value)."""
@@ -132,6 +138,12 @@ class Cleaner:
         self.chunks: dict[tuple[int, str], ChunkSizer] = {}
         self.stopping = threading.Event()
 
+    def _run(
+        self, op: Callable[Concatenate[Context, P], Operation[T]], *args: P.args, **kw: P.kwargs
+    ) -> T:
+        """Run one of the cleaner's operations (``trimming``) on its store."""
+        return self.store.run(op(self.store.context, *args, **kw))
+
     def stop(self) -> None:
         """Finish the current chunk, then stop (what SIGTERM does)."""
         self.stopping.set()
@@ -142,11 +154,11 @@ class Cleaner:
         index = pass_index(now, self.interval)
         started = time.perf_counter()
         lease_ms = max(1000, int(self.interval * 2000))
-        if not self.store.acquire_lease(index, self.owner, lease_ms):
+        if not self._run(trimming.acquire_lease, index, self.owner, lease_ms):
             logger.info("pass %d is another cleaner's; standing by", index)
             return None
         stats = PassStats(index, now)
-        previous, swept = self.store.cleaner_records()
+        previous, swept = self._run(trimming.cleaner_records)
         settings = self.store.settings
         ahead_of = self.writers_clock()
         planned = plan_pass(
@@ -166,16 +178,22 @@ class Cleaner:
             self._trim(trim, stats, swept.get(due.precision))
             if stats.interrupted:
                 break
-            self.store.save_cleaner_cutoff(due.precision, trim.cutoff)
+            self._run(trimming.save_cleaner_cutoff, due.precision, trim.cutoff)
             if sweep:  # only a complete sweep is recorded
-                self.store.save_cleaner_sweep(due.precision, pass_start(index, self.interval))
+                self._run(
+                    trimming.save_cleaner_sweep, due.precision, pass_start(index, self.interval)
+                )
                 stats.swept.append(due.precision)
         if not stats.interrupted:
-            stats.annotations = self.store.trim_annotations(annotation_cutoff(settings, now))
-            stats.uniques = self.store.forget_uniques(now)  # their keys expired by themselves
+            stats.annotations = self._run(
+                trimming.trim_annotations, annotation_cutoff(settings, now)
+            )
+            # unique series whose keys expired by themselves
+            stats.uniques = self._run(trimming.forget_uniques, now)
             quiet_since = ahead_of - WRITER_MEMORY
             stats.writers = sum(
-                self.store.forget_writers(quiet_since, shard) for shard in range(settings.shards)
+                self._run(trimming.forget_writers, quiet_since, shard)
+                for shard in range(settings.shards)
             )
         stats.seconds = time.perf_counter() - started
         self._record(stats)
@@ -195,7 +213,9 @@ class Cleaner:
         """Whether this cleaner sweeps ``due.precision`` now: the claim outlives the sweep
         (a period), so a cleaner that died mid-sweep is relieved a period later."""
         every_ms = int(sweep_every(due.precision, self.sweep_period) * 1000)
-        if self.store.claim_sweep(due.precision, last, self.owner, max(lease_ms, every_ms)):
+        if self._run(
+            trimming.claim_sweep, due.precision, last, self.owner, max(lease_ms, every_ms)
+        ):
             return True
         logger.info("the sweep of precision %d is another cleaner's", due.precision)
         return False
@@ -213,7 +233,7 @@ class Cleaner:
         finally:
             if not done and trim.mode == "full":
                 try:
-                    self.store.release_sweep(trim.precision, last_sweep)
+                    self._run(trimming.release_sweep, trim.precision, last_sweep)
                 except StoreError as exc:
                     logger.warning("could not give up the sweep's claim: %s", exc)
 
@@ -228,7 +248,7 @@ class Cleaner:
                 stats.interrupted = True
                 return
             began = time.perf_counter()
-            chunk = self.store.trim_chunk(trim, members, next_size, shard)
+            chunk = self._run(trimming.trim_chunk, trim, members, next_size, shard)
             elapsed = time.perf_counter() - began
             stats.calls += 1
             stats.slowest_call_ms = max(stats.slowest_call_ms, elapsed * 1000)

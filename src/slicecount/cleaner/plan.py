@@ -15,8 +15,8 @@ from collections.abc import Mapping
 from typing import NamedTuple
 
 from slicecount.config import Settings
-from slicecount.slices import oldest_kept, slice_start
-from slicecount.trimming import MAX_NAMED, Trim
+from slicecount.core.slices import oldest_kept, slice_start
+from slicecount.operations.trimming import MAX_NAMED, Trim
 
 __all__ = [
     "Due",

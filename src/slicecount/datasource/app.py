@@ -3,7 +3,8 @@
     slicecount datasource --redis-url redis://localhost:6379/0 --port 8080
 
 Endpoints of both the legacy SimpleJSON plugin and simpod-json-datasource; see
-``GRAFANA-PROTOCOL.md`` in the design notes and ``/openapi.json`` for the shapes.
+docs/datasource.md and ``/openapi.json`` for the shapes; docs/architecture.md for the
+query loop behind them.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from slicecount.datasource.protocol import require_object
 from slicecount.datasource.reader import Reader
 from slicecount.datasource.render import Rendered, render
 from slicecount.errors import ConfigurationError, MissingExtra, QueryError, StoreError
-from slicecount.store_async import AsyncStore
+from slicecount.store.asyncio import AsyncStore
 
 try:
     from starlette.applications import Starlette

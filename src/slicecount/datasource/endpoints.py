@@ -11,6 +11,7 @@ import asyncio
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from slicecount.core.slices import slice_starts
 from slicecount.datasource import discovery, frames, targets
 from slicecount.datasource.discovery import SeriesInfo
 from slicecount.datasource.execute import Answer, Query, run
@@ -34,7 +35,6 @@ from slicecount.errors import QueryError
 from slicecount.promql.ast import Call
 from slicecount.promql.engine import Result
 from slicecount.promql.values import EvaluationError, Series, without_name
-from slicecount.slices import slice_starts
 
 Body = Mapping[str, Any]
 

@@ -3,8 +3,9 @@
 Time series ``{"target", "refId", "tags", "datapoints": [[value, epoch_ms], ...]}`` (each point
 dated by the start of its slices), tables
 ``{"type": "table", "refId", "columns", "rows"}``, and the legacy ``/annotations`` items; see
-GRAFANA-PROTOCOL.md §4 and §5. Every frame echoes its ``refId``. A value that is not finite
-(``1e400``, ``x * 1e308 * 10``) is ``null``: JSON has no Infinity and Grafana draws a gap.
+docs/datasource.md (the simPod protocol). Every frame echoes its ``refId``. A value that is
+not finite (``1e400``, ``x * 1e308 * 10``) is ``null``: JSON has no Infinity and Grafana draws
+a gap.
 """
 
 from __future__ import annotations
@@ -14,8 +15,8 @@ from array import array
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple, cast
 
+from slicecount.core.histogram import LE_LABEL
 from slicecount.datasource.render import Fragment
-from slicecount.histogram import LE_LABEL
 
 Value = int | float | None
 

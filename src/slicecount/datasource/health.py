@@ -13,10 +13,10 @@ from __future__ import annotations
 import logging
 from importlib import resources
 
-from slicecount.batches import ping
 from slicecount.datasource.auth import LIVENESS, READINESS, wants_page
 from slicecount.datasource.reader import Reader
 from slicecount.errors import MissingExtra, StoreError
+from slicecount.operations.batches import ping
 
 try:
     from starlette.requests import Request

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
-from slicecount.environment import ENV_PREFIX
+from slicecount.config.environment import ENV_PREFIX
 from slicecount.errors import ConfigurationError, QueryError
 
 

@@ -15,12 +15,12 @@ from contextlib import asynccontextmanager
 from typing import Any, TypeVar
 
 from slicecount.config import Settings
+from slicecount.core.histogram import BUCKET_SUFFIX
+from slicecount.core.series import parse
 from slicecount.datasource.discovery import SeriesInfo
 from slicecount.datasource.limits import Limits
-from slicecount.histogram import BUCKET_SUFFIX
-from slicecount.series import parse
-from slicecount.store_async import AsyncStore
-from slicecount.unique_reading import Group, kept_precisions
+from slicecount.operations.unique_reading import Group, kept_precisions
+from slicecount.store.asyncio import AsyncStore
 
 CACHE_TTL = 2.0
 """Seconds a discovery answer (series of a metric, metric names) is reused: Grafana asks for

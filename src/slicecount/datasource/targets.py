@@ -26,9 +26,10 @@ import re
 from collections.abc import Iterable
 from dataclasses import replace
 
+from slicecount.core.histogram import BUCKET_SUFFIX
+from slicecount.core.series import is_label_name, is_metric_name
 from slicecount.datasource.prometheus.names import Catalogue, Source
 from slicecount.errors import QueryError
-from slicecount.histogram import BUCKET_SUFFIX
 from slicecount.promql import parser as promql
 from slicecount.promql import typecheck
 from slicecount.promql.ast import (
@@ -49,7 +50,6 @@ from slicecount.promql.ast import (
 from slicecount.promql.durations import PATTERN as DURATION
 from slicecount.promql.lexer import Token, shown
 from slicecount.promql.signatures import AGGREGATIONS, FUNCTIONS
-from slicecount.series import is_label_name, is_metric_name
 
 MAX_QUERY_LENGTH = 4000
 """Longest target accepted."""

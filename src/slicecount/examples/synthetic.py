@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable
 
 from slicecount.embedded import EmbeddedRedis
-from slicecount.recorder import Recorder
+from slicecount.recording.recorder import Recorder
 from slicecount.store import Store
 
 DEMO_ROUTES = (("GET", "/", 0.55), ("GET", "/users/{id}", 0.3), ("POST", "/orders", 0.15))

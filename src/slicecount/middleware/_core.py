@@ -13,15 +13,15 @@ from bisect import bisect_left
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
-from slicecount.errors import ConfigurationError
-from slicecount.histogram import (
+from slicecount.core.histogram import (
     DEFAULT_COUNT_BUCKETS,
     DEFAULT_DURATION_BUCKETS,
     LE_LABEL,
     MICRO,
     HistogramLayout,
 )
-from slicecount.series import Labels, LabelValue, normalize_labels
+from slicecount.core.series import Labels, LabelValue, normalize_labels
+from slicecount.errors import ConfigurationError
 
 REQUESTS_METRIC = "http.requests"
 """Counter of finished requests, labels method, route, status."""

@@ -11,19 +11,17 @@ import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
 from contextvars import ContextVar, Token
-from typing import TYPE_CHECKING, TypedDict, cast
+from typing import TypedDict, cast
 
-from slicecount import default
 from slicecount.config import Settings
-from slicecount.histogram import DEFAULT_COUNT_BUCKETS, DEFAULT_DURATION_BUCKETS
+from slicecount.core.histogram import DEFAULT_COUNT_BUCKETS, DEFAULT_DURATION_BUCKETS
+from slicecount.core.series import Labels, LabelValue
 from slicecount.middleware._core import UNIQUE_CLIENTS_METRIC, RequestMapping
-from slicecount.recorder import Recorder
-from slicecount.series import Labels, LabelValue
+from slicecount.middleware.throttle import Throttle
+from slicecount.recording import default
+from slicecount.recording.recorder import Recorder
 from slicecount.store import Store
 from slicecount.throttle.clients import KeyFunction, Peer, client_address
-
-if TYPE_CHECKING:
-    from slicecount.throttle.guard import Throttle
 
 logger = logging.getLogger("slicecount")
 
@@ -83,7 +81,6 @@ def split_options(options: Options) -> tuple[Throttle | None, CountingOptions]:
         if exempt:
             raise TypeError("exempt= without limits= limits nothing")
         return None, rest
-    from slicecount.throttle.guard import Throttle
     from slicecount.throttle.limiter import Limiter
 
     # the Redis the shell counts in: its settings, its recorder's, else the environment's

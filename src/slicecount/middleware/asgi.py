@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING, Any
 from slicecount.errors import MissingExtra
 from slicecount.middleware._shell import InFlight, Options, RequestCounter, split_options
 from slicecount.middleware.routes import starlette_route
+from slicecount.middleware.throttle import PASS, Outcome
 from slicecount.throttle.answers import Answer, Headers
 from slicecount.throttle.clients import Peer
-from slicecount.throttle.guard import PASS, Outcome
 
 try:
     import anyio.to_thread

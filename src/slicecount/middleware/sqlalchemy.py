@@ -13,8 +13,8 @@ import time
 from typing import Any
 
 from slicecount.config import Settings
+from slicecount.core.histogram import DEFAULT_DURATION_BUCKETS
 from slicecount.errors import MissingExtra
-from slicecount.histogram import DEFAULT_DURATION_BUCKETS
 from slicecount.middleware._core import (
     DB_DURATION_METRIC,
     DB_QUERIES_METRIC,
@@ -23,7 +23,7 @@ from slicecount.middleware._core import (
     operation_of,
 )
 from slicecount.middleware._shell import RecorderSource, current_request
-from slicecount.recorder import Recorder
+from slicecount.recording.recorder import Recorder
 
 try:
     from sqlalchemy import event

@@ -12,9 +12,9 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from slicecount.middleware._shell import InFlight, Options, RequestCounter, split_options
+from slicecount.middleware.throttle import PASS, Outcome
 from slicecount.throttle.answers import REASONS, Answer, Headers
 from slicecount.throttle.clients import Peer
-from slicecount.throttle.guard import PASS, Outcome
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack  # typing.Unpack is 3.11+; only mypy reads it

@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from slicecount.core.series import is_label_name
 from slicecount.errors import MissingExtra, QueryError
-from slicecount.series import is_label_name
 
 try:
     import re2

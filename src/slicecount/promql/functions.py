@@ -7,6 +7,7 @@ import math
 import re
 from collections.abc import Callable, Sequence
 
+from slicecount.core.series import is_label_name
 from slicecount.promql.ast import NAME_LABEL, Node, VectorSelector, compile_regex
 from slicecount.promql.binary import divide
 from slicecount.promql.values import (
@@ -18,7 +19,6 @@ from slicecount.promql.values import (
     key,
     without_name,
 )
-from slicecount.series import is_label_name
 
 LE = "le"
 

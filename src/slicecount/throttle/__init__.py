@@ -1,7 +1,14 @@
 """Rate limits on the same Redis: limits as text (``limits``), the decision math (``windows``),
 the local quota's bookkeeping (``quota``) and the ``Limiter`` the middleware calls (``limiter``).
+It knows no web framework: the HTTP face (``Throttle``, the ``limit`` decorator) is in
+``slicecount.middleware``.
 
 ``Limiter`` and ``Verdict`` load on first use, so importing the pure parts loads no Redis client.
+
+It may import store/, operations/, recording/ (to count its errors), core/, config and errors:
+no web framework.
+
+The whole house, and what each layer may import: docs/architecture.md.
 """
 
 from __future__ import annotations

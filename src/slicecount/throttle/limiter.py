@@ -6,8 +6,8 @@ down, paused or slow costs a request about one deadline (a few when a new connec
 made). Then the request is served (fail-open, the default) or answered 503 (``fail_closed``),
 and ``slicecount.throttle.errors`` counts it through the Recorder. (A hit that timed out may
 still be counted when Redis catches up: it was on its way.) Sync and async checks run the same
-operations (``throttling``); the async one never blocks the event loop. Use a limiter from one
-event loop (its asyncio connections belong to the loop that made them).
+operations (``throttle.operations``); the async one never blocks the event loop. Use a limiter
+from one event loop (its asyncio connections belong to the loop that made them).
 """
 
 from __future__ import annotations
@@ -22,19 +22,19 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from slicecount.batches import Clock, Operation
 from slicecount.config import Settings
+from slicecount.config.topology import without_options
 from slicecount.errors import ConfigurationError, StoreError
+from slicecount.operations.batches import Clock, Operation
 from slicecount.store import Store
-from slicecount.store_async import AsyncStore
+from slicecount.store.asyncio import AsyncStore
 from slicecount.throttle.limits import Limit
+from slicecount.throttle.operations import check_identity, check_limits, give_back, hit, spend
 from slicecount.throttle.quota import Quotas
 from slicecount.throttle.windows import Decision, check_strategy
-from slicecount.throttling import check_identity, check_limits, hit, spend
-from slicecount.topology import without_options
 
 if TYPE_CHECKING:
-    from slicecount.recorder import Recorder
+    from slicecount.recording.recorder import Recorder
 
 logger = logging.getLogger("slicecount")
 
@@ -77,7 +77,7 @@ class Limiter:
         ``strategy``: "fixed" or "sliding" (windows.py), ``deadline``: seconds a check waits
         on Redis (both default to the settings' ``throttle_strategy``/``throttle_deadline``);
         ``local_quota``: claim this many tokens at a time per (limit, identity) and spend
-        them in-process (fixed windows only; throttling.py documents the bound);
+        them in-process (fixed windows only; throttle/operations.py documents the bound);
         ``recorder``: where throttle errors are counted (default: the process-wide one)."""
         base = settings if settings is not None else Settings.from_env()
         strategy = base.throttle_strategy if strategy is None else strategy
@@ -199,7 +199,7 @@ class Limiter:
         verdict = Verdict(None, 503 if self.fail_closed else None)
         recorder = self.recorder
         if recorder is None:
-            from slicecount.default import get_recorder
+            from slicecount.recording.default import get_recorder
 
             try:
                 recorder = get_recorder()
@@ -216,7 +216,9 @@ class Limiter:
         if store is not None:
             for identity, back in self._quotas.drain() if self._quotas is not None else ():
                 try:
-                    store.give_back(back.limit, identity, back.window, back.tokens)
+                    store.run(
+                        give_back(store.context, back.limit, identity, back.window, back.tokens)
+                    )
                 except StoreError:
                     break  # Redis is away: the tokens expire with their windows
             store.close()
@@ -228,7 +230,9 @@ class Limiter:
         if store is not None:
             for identity, back in self._quotas.drain() if self._quotas is not None else ():
                 try:
-                    await store.give_back(back.limit, identity, back.window, back.tokens)
+                    await store.run(
+                        give_back(store.context, back.limit, identity, back.window, back.tokens)
+                    )
                 except StoreError:
                     break
             await store.close()

@@ -1,5 +1,5 @@
 """The local quota's bookkeeping: tokens of fixed windows claimed from Redis and spent in this
-process (the claims themselves are ``throttling.claim``; the bound is documented there). Pure.
+process (the claims themselves are ``operations.claim``; the bound is documented there). Pure.
 
 ``take()`` spends a token of every limit when this process holds them all, refuses at once when
 a limit's window is known to be spent, and otherwise says which claims to make (and which
@@ -36,7 +36,7 @@ class Bucket:
 
 
 class Claim(NamedTuple):
-    """Tokens to ask Redis for (``throttling.claim``)."""
+    """Tokens to ask Redis for (``operations.claim``)."""
 
     limit: Limit
     window: int
@@ -44,7 +44,7 @@ class Claim(NamedTuple):
 
 
 class GiveBack(NamedTuple):
-    """Unspent tokens of a window to return (``throttling.give_back``)."""
+    """Unspent tokens of a window to return (``operations.give_back``)."""
 
     limit: Limit
     window: int

@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from slicecount.batches import ping
 from slicecount.datasource.discovery import SeriesInfo
 from slicecount.datasource.execute import Answer, Query, run
 from slicecount.datasource.prometheus import results
@@ -20,6 +19,7 @@ from slicecount.datasource.prometheus.params import BadData, Params
 from slicecount.datasource.prometheus.plan import evaluation_times
 from slicecount.datasource.reader import Reader
 from slicecount.datasource.render import Rendered, render
+from slicecount.operations.batches import ping
 from slicecount.promql.ast import Node, VectorSelector, walk
 from slicecount.promql.engine import Result
 

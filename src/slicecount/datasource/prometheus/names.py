@@ -24,8 +24,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
+from slicecount.core.histogram import BUCKET_SUFFIX, LE_LABEL, MICRO, SUM_SUFFIX, parse_bound
 from slicecount.errors import QueryError
-from slicecount.histogram import BUCKET_SUFFIX, LE_LABEL, MICRO, SUM_SUFFIX, parse_bound
 from slicecount.promql.ast import NAME_LABEL, Node, VectorSelector
 from slicecount.promql.lexer import DottedName
 from slicecount.promql.parser import parse

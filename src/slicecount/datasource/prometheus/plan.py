@@ -14,11 +14,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from slicecount.config import Settings
+from slicecount.core.slices import oldest_kept, slice_start
 from slicecount.errors import QueryError
 from slicecount.promql.ast import Call, MatrixSelector, Node, VectorSelector, walk
 from slicecount.promql.durations import format_duration
 from slicecount.promql.values import Grid, boundary, window
-from slicecount.slices import oldest_kept, slice_start
 
 ABSOLUTE_FUNCTIONS = frozenset(
     {"sum_over_time", "avg_over_time", "max_over_time", "min_over_time", "last_over_time"}

@@ -1,0 +1,297 @@
+"""Settings: one frozen dataclass, from keyword arguments or the ``SLICECOUNT_*`` environment.
+
+The package holds ``Settings`` here, and beside it what they are read from: ``environment`` (the
+``SLICECOUNT_*`` variables) and ``topology`` (what a Redis URL says). It may import only
+slicecount.errors.
+
+The whole house, and what each layer may import: docs/architecture.md.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, replace
+from types import MappingProxyType
+from typing import Any
+
+from slicecount.config.environment import ENV_PREFIX as ENV_PREFIX  # (re-exported: it was here)
+from slicecount.config.environment import warn_unknown
+from slicecount.config.topology import REDACTED, parse_url, redact
+from slicecount.errors import ConfigurationError
+
+DEFAULT_REDIS_URL = "redis://localhost:6379/0"
+"""Where Redis is when nothing says otherwise."""
+DEFAULT_PRECISIONS = (1, 5, 60, 300, 3600, 18000, 86400)
+"""Slice lengths in seconds: the book's ladder, 1 s to 1 day."""
+DEFAULT_RETENTION = 120
+"""Slices kept per precision; below 128 every hash stays in Redis's compact listpack encoding."""
+DEFAULT_FLUSH_INTERVAL = 1.0
+"""Seconds between two flushes of a Recorder's buffer."""
+DEFAULT_MAX_PENDING = 100_000
+"""Buffered (series, second) entries a Recorder keeps while Redis is away before it drops."""
+DEFAULT_MAX_SERIES_PER_METRIC = 1000
+"""Distinct label sets one process records per metric name before folding into overflow."""
+DEFAULT_MAX_METRICS = 1000
+"""Distinct metric names one process records; events of further names are refused and counted."""
+DEFAULT_MAX_FUTURE = 300.0
+"""Seconds a count's time may lie ahead of the clock (hosts' clocks disagree a little); a time
+further ahead is refused, so no far-future slice can outlive retention."""
+DEFAULT_CLOSE_TIMEOUT = 5.0
+"""Seconds a Recorder keeps trying to write its last counts when it closes (at exit too): well
+inside gunicorn's graceful timeout (30 s) and Kubernetes' grace period (30 s)."""
+DEFAULT_SOCKET_TIMEOUT = 5.0
+"""Seconds a Redis call may take before it counts as failed (the flusher retries later)."""
+UNIQUE_MIN_PRECISION = 60
+"""Unique counts are kept, by default, at the precisions from this one up: a HyperLogLog costs
+up to 12 kB per slice, a hash field a few bytes."""
+DEFAULT_UNIQUE_EXACT_CAP = 1000
+"""Values an exact-mode slice lists before it counts by its HyperLogLog alone."""
+DEFAULT_THROTTLE_DEADLINE = 0.005
+"""Seconds a rate-limit check waits on Redis (a few ms: a request must not wait longer)."""
+DEFAULT_SWEEP_PERIOD = 3600.0
+"""Seconds between two cleaner sweeps of a precision (the pass that lists every hash)."""
+
+
+CLUSTER_SHARDS = 64
+"""Shards on a Redis Cluster by default: the slots of the tags {0}..{63} fall 21/22/21 over the
+three masters of redis-cli's even layout (12 shards fall 4/5/3), and reads stay cheap (one
+registry look-up per shard)."""
+
+
+def _int(name: str, value: object, minimum: int = 1) -> int:
+    if isinstance(value, bool):
+        raise ConfigurationError(f"{name} must be an integer, got {value!r}")
+    if isinstance(value, str):
+        try:
+            value = int(value.strip())
+        except ValueError:
+            raise ConfigurationError(f"{name} must be an integer, got {value!r}") from None
+    if not isinstance(value, int):
+        raise ConfigurationError(f"{name} must be an integer, got {value!r}")
+    if value < minimum:
+        raise ConfigurationError(f"{name} must be >= {minimum}, got {value!r}")
+    return value
+
+
+def _float(name: str, value: object) -> float:
+    try:
+        number = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise ConfigurationError(f"{name} must be a number, got {value!r}") from None
+    if isinstance(value, bool) or not math.isfinite(number) or number <= 0:
+        raise ConfigurationError(f"{name} must be a positive number, got {value!r}")
+    return number
+
+
+def parse_precisions(value: object) -> tuple[int, ...]:
+    """``"1,5,60"`` or an iterable of ints -> sorted tuple; rejects non-integers and duplicates."""
+    items: list[object]
+    if isinstance(value, str):
+        items = [part for part in value.replace(" ", "").split(",")]
+    elif isinstance(value, list | tuple):
+        items = list(value)
+    else:
+        raise ConfigurationError(f"precisions must be a list of integers, got {value!r}")
+    if not items or items == [""]:
+        raise ConfigurationError(f"precisions must not be empty, got {value!r}")
+    precisions = [_int("precision", item) for item in items]
+    seen: set[int] = set()
+    for precision in precisions:
+        if precision in seen:
+            raise ConfigurationError(f"duplicate precision {precision} in {value!r}")
+        seen.add(precision)
+    return tuple(sorted(precisions))
+
+
+def parse_retention(value: object, precisions: tuple[int, ...]) -> Mapping[int, int]:
+    """``120``, ``"120"``, ``"1=300,60=1440"`` or a mapping -> slices kept for every precision."""
+    per_precision: dict[int, int] = {}
+    default = DEFAULT_RETENTION
+    if isinstance(value, Mapping):
+        items = [
+            (_int("precision", k), _int(f"retention for precision {k}", v))
+            for k, v in value.items()
+        ]
+    elif isinstance(value, str) and "=" in value:
+        items = []
+        for part in value.replace(" ", "").split(","):
+            key, sep, kept = part.partition("=")
+            if not sep:
+                default = _int("retention", key)
+                continue
+            items.append((_int("precision", key), _int(f"retention for {key}", kept)))
+    else:
+        default = _int("retention", value)
+        items = []
+    for given, count in items:
+        if given not in precisions:
+            raise ConfigurationError(
+                f"retention given for precision {given}, which is not one of {precisions}"
+            )
+        per_precision[given] = count
+    return MappingProxyType({p: per_precision.get(p, default) for p in precisions})
+
+
+def _unique_precisions(value: object, precisions: tuple[int, ...]) -> tuple[int, ...]:
+    if value is None or value == "" or value == ():
+        coarse = tuple(p for p in precisions if p >= UNIQUE_MIN_PRECISION)
+        return coarse or precisions[-1:]
+    chosen = parse_precisions(value)
+    missing = [p for p in chosen if p not in precisions]
+    if missing:
+        raise ConfigurationError(
+            f"unique_precisions {missing} are not among the precisions {precisions}"
+        )
+    return chosen
+
+
+def validate_url(url: object) -> str:
+    """Return ``url`` if its scheme is one slicecount can connect with, else raise naming it."""
+    if not isinstance(url, str) or not url:
+        raise ConfigurationError(f"redis URL must be a non-empty string, got {url!r}")
+    parse_url(url)  # the URL's shape is checked here, once
+    return url
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Every knob of slicecount. Values given as strings (environment, CLI) are parsed too."""
+
+    redis_url: str = DEFAULT_REDIS_URL
+    """Where Redis is: ``redis://``, ``rediss://`` (TLS), ``unix://``, ``redis+sentinel://``,
+    ``redis+cluster://``, and ``rediss+`` of the last two; a password in the URL."""
+    prefix: str = ""
+    """Put before every key (``P`` in the key layout), so that several apps share a Redis."""
+    precisions: tuple[int, ...] = DEFAULT_PRECISIONS
+    retention: Mapping[int, int] | int | str = DEFAULT_RETENTION
+    """Slices kept per precision: ``120``, or some precisions apart, ``1=300,60=1440`` (the
+    others keep 120); below 128 a hash stays in Redis's compact listpack encoding."""
+    flush_interval: float = DEFAULT_FLUSH_INTERVAL
+    close_timeout: float = DEFAULT_CLOSE_TIMEOUT
+    """Seconds ``Recorder.close()`` (and the exit of the process) keeps trying to write what
+    is buffered; what is still unwritten then is logged as lost."""
+    token: str | None = None
+    """The datasource's bearer token (or basic-auth password); none: it answers anyone."""
+    shards: int = 0
+    """Registry and key shards (hash tags); 0 picks: 1 on one server, ``CLUSTER_SHARDS`` (64) on a
+    Redis Cluster (where every transaction must lie in one slot)."""
+    max_pending: int = DEFAULT_MAX_PENDING
+    max_series_per_metric: int = DEFAULT_MAX_SERIES_PER_METRIC
+    max_metrics: int = DEFAULT_MAX_METRICS
+    max_future: float = DEFAULT_MAX_FUTURE
+    socket_timeout: float = DEFAULT_SOCKET_TIMEOUT
+    throttle_deadline: float = DEFAULT_THROTTLE_DEADLINE
+    """Seconds a rate-limit check waits on Redis before the request is let through (or
+    refused, failing closed): a Redis down or paused costs a request about this much."""
+    throttle_strategy: str = "fixed"
+    """"fixed" windows (the seed's) or "sliding" (the previous window weighted in)."""
+    unique_precisions: tuple[int, ...] = ()
+    """Precisions of the unique counts (a subset of ``precisions``); empty: those of
+    ``UNIQUE_MIN_PRECISION`` s and coarser (the coarsest if none is)."""
+    unique_exact_cap: int = DEFAULT_UNIQUE_EXACT_CAP
+    """Values listed per slice in exact mode; past it the slice counts by its HyperLogLog."""
+    sweep_period: float = DEFAULT_SWEEP_PERIOD
+    """Seconds between two cleaner sweeps of a precision (slices longer than this: one slice);
+    the time of the last complete sweep is kept in Redis, so cron and restarts honour it."""
+    _retention: Mapping[int, int] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        set_ = object.__setattr__
+        set_(self, "redis_url", validate_url(self.redis_url))
+        if not isinstance(self.prefix, str):
+            raise ConfigurationError(f"prefix must be a string, got {self.prefix!r}")
+        precisions = parse_precisions(self.precisions)
+        set_(self, "precisions", precisions)
+        retention = parse_retention(self.retention, precisions)
+        set_(self, "_retention", retention)
+        values = set(retention.values())
+        set_(self, "retention", values.pop() if len(values) == 1 else retention)
+        set_(self, "flush_interval", _float("flush_interval", self.flush_interval))
+        set_(self, "socket_timeout", _float("socket_timeout", self.socket_timeout))
+        set_(self, "close_timeout", _float("close_timeout", self.close_timeout))
+        set_(self, "throttle_deadline", _float("throttle_deadline", self.throttle_deadline))
+        if self.throttle_strategy not in ("fixed", "sliding"):
+            raise ConfigurationError(
+                f"throttle_strategy must be fixed or sliding, got {self.throttle_strategy!r}"
+            )
+        set_(self, "max_future", _float("max_future", self.max_future))
+        set_(self, "sweep_period", _float("sweep_period", self.sweep_period))
+        set_(self, "max_metrics", _int("max_metrics", self.max_metrics))
+        shards = _int("shards", self.shards, minimum=0)
+        cluster = parse_url(self.redis_url).kind == "cluster"
+        if shards == 0:
+            shards = CLUSTER_SHARDS if cluster else 1
+        elif shards == 1 and cluster:
+            raise ConfigurationError(
+                "shards must be > 1 on a Redis Cluster (one shard has no hash tag: a flush "
+                "would span slots)"
+            )
+        set_(self, "shards", shards)
+        set_(self, "unique_precisions", _unique_precisions(self.unique_precisions, precisions))
+        set_(self, "unique_exact_cap", _int("unique_exact_cap", self.unique_exact_cap))
+        set_(self, "max_pending", _int("max_pending", self.max_pending))
+        set_(
+            self, "max_series_per_metric", _int("max_series_per_metric", self.max_series_per_metric)
+        )
+        if self.token is not None and not isinstance(self.token, str):
+            raise ConfigurationError(f"token must be a string, got {type(self.token).__name__}")
+        if self.token == "":
+            set_(self, "token", None)
+
+    def __repr__(self) -> str:
+        """The dataclass's repr with the URL's passwords and the token redacted (a repr ends
+        up in logs and tracebacks)."""
+        shown = {f.name: getattr(self, f.name) for f in fields(self) if f.repr}
+        shown["redis_url"] = redact(self.redis_url)
+        if self.token is not None:
+            shown["token"] = REDACTED
+        return f"Settings({', '.join(f'{name}={value!r}' for name, value in shown.items())})"
+
+    def retention_for(self, precision: int) -> int:
+        """Slices kept at ``precision``."""
+        try:
+            return self._retention[precision]
+        except KeyError:
+            raise ConfigurationError(
+                f"unknown precision {precision!r}: expected one of {self.precisions}"
+            ) from None
+
+    def check_precision(self, precision: object) -> int:
+        """Return ``precision`` if it is configured, else raise naming it."""
+        if isinstance(precision, bool) or not isinstance(precision, int):
+            raise ConfigurationError(f"precision must be an integer, got {precision!r}")
+        self.retention_for(precision)
+        return precision
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
+        """Settings from ``SLICECOUNT_*`` variables; keyword arguments win over the environment."""
+        env = os.environ if environ is None else environ
+        known = {f.name for f in fields(cls) if f.init}
+        unknown = set(overrides) - known
+        if unknown:
+            raise ConfigurationError(
+                f"unknown setting(s) {sorted(unknown)}; known: {sorted(known)}"
+            )
+        warn_unknown(env, known)
+        values: dict[str, Any] = {}
+        for name in known:
+            raw = env.get(ENV_PREFIX + name.upper())
+            if raw is not None and raw != "":
+                values[name] = raw
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        return cls(**values)
+
+    def with_changes(self, **changes: Any) -> Settings:
+        """A copy with some settings changed (validated again)."""
+        if "precisions" in changes and "retention" not in changes:
+            changes["retention"] = {
+                p: self._retention.get(p, DEFAULT_RETENTION)
+                for p in parse_precisions(changes["precisions"])
+            }
+        if "precisions" in changes and "unique_precisions" not in changes:
+            kept = set(parse_precisions(changes["precisions"]))
+            changes["unique_precisions"] = tuple(p for p in self.unique_precisions if p in kept)
+        return replace(self, **changes)

@@ -1,0 +1,307 @@
+"""The only place that formats or parses a Redis key, registry member, glob or lex cursor. Pure.
+
+With prefix ``P`` and one shard (the book's layout)::
+
+    P count:<prec>:<series>   HASH  slice start -> count
+    P known:                  ZSET  member <prec>:<series>, score 0
+
+With ``shards = S > 1`` the registry splits into ``P known:{s}`` and hashes become
+``P count:{s}:<prec>:<series>``, ``s = blake2b(series) % S``: each series shares one hash slot with
+its registry, so every multi-key operation stays inside one slot. (crc32 was lumpy over ids that
+differ by a counter: 3 000 such series fell 1 010/1 081/909 over three cluster masters.)
+
+A unique series (distinct values per slice; sharded: ``{s}`` after the first colon, as above)::
+
+    P unique:<prec>:<series>:<start>    HLL   the slice's values, expiring after retention
+    P members:<prec>:<series>:<start>   SET   exact mode: up to the cap + 1 values, expiring too
+    P uniques:                          ZSET  member <prec>:<series>, score: its newest expiry
+    P scratch:<token>                   HLL   a union or a sketch (deleted in the same call)
+
+A rate limit's hits (whatever the shard count: the identity is the hash tag)::
+
+    P throttle:{<identity>}:<amount>/<seconds>:<window>   STRING  hits, expiring by itself
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+LAYOUT_CACHE_SIZE = 65_536
+"""Series whose keys are remembered between flushes (a flush writes the same series again)."""
+
+
+class Counter(NamedTuple):
+    """One series at one precision: its registry member and its hash."""
+
+    precision: int
+    member: str
+    key: str
+
+
+class Layout(NamedTuple):
+    """Where a series lives: its registry, its counter at every precision, its shard."""
+
+    registry: str
+    counters: tuple[Counter, ...]
+    shard: int
+
+
+class Member(NamedTuple):
+    """A parsed registry member."""
+
+    precision: int
+    series_id: str
+
+
+class UniqueSlot(NamedTuple):
+    """One unique series at one precision: its registry member and its keys' common start."""
+
+    precision: int
+    member: str
+    hll_base: str
+    set_base: str
+
+    def hll(self, start: int) -> str:
+        """The HyperLogLog of the slice starting at ``start``."""
+        return f"{self.hll_base}{start}"
+
+    def members(self, start: int) -> str:
+        """The exact-mode SET of the slice starting at ``start``."""
+        return f"{self.set_base}{start}"
+
+
+class UniqueLayout(NamedTuple):
+    """Where a unique series lives: its registry, one slot per precision, its shard."""
+
+    registry: str
+    slots: tuple[UniqueSlot, ...]
+    shard: int
+
+
+@dataclass(frozen=True)
+class KeySpace:
+    """Key naming for one prefix and shard count."""
+
+    prefix: str = ""
+    shards: int = 1
+    _layouts: dict[tuple[str, tuple[int, ...]], Layout] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
+    _unique_layouts: dict[tuple[str, tuple[int, ...]], UniqueLayout] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
+
+    def shard(self, series_id: str) -> int:
+        """The shard a series lives on (always 0 with one shard)."""
+        if self.shards == 1:
+            return 0
+        digest = hashlib.blake2b(series_id.encode(), digest_size=8).digest()
+        return int.from_bytes(digest, "big") % self.shards
+
+    def known(self, shard: int = 0) -> str:
+        """The registry ZSET of one shard."""
+        if self.shards == 1:
+            return f"{self.prefix}known:"
+        return f"{self.prefix}known:{{{shard}}}"
+
+    def registries(self) -> list[str]:
+        """Every registry ZSET, one per shard."""
+        return [self.known(s) for s in range(self.shards)]
+
+    def known_for(self, series_id: str) -> str:
+        """The registry ZSET that lists ``series_id``."""
+        return self.known(self.shard(series_id))
+
+    def counter(self, precision: int, series_id: str) -> str:
+        """The HASH holding one series at one precision."""
+        return self.counter_for_member(self.shard(series_id), self.member(precision, series_id))
+
+    def counter_for_member(self, shard: int, member: str) -> str:
+        """The HASH named by a registry member found in the registry of ``shard``."""
+        if self.shards == 1:
+            return f"{self.prefix}count:{member}"
+        return f"{self.prefix}count:{{{shard}}}:{member}"
+
+    def layout(self, series_id: str, precisions: tuple[int, ...]) -> Layout:
+        """The registry of a series and its counter at each precision (cached: the write path
+        asks for the same series at every flush)."""
+        cache_key = (series_id, precisions)
+        found = self._layouts.get(cache_key)
+        if found is not None:
+            return found
+        layout = Layout(
+            self.known_for(series_id),
+            tuple(
+                Counter(p, self.member(p, series_id), self.counter(p, series_id))
+                for p in precisions
+            ),
+            self.shard(series_id),
+        )
+        if len(self._layouts) >= LAYOUT_CACHE_SIZE:
+            self._layouts.clear()
+        self._layouts[cache_key] = layout
+        return layout
+
+    def uniques(self, shard: int = 0) -> str:
+        """The registry ZSET of the unique series of one shard."""
+        if self.shards == 1:
+            return f"{self.prefix}uniques:"
+        return f"{self.prefix}uniques:{{{shard}}}"
+
+    def unique_registries(self) -> list[str]:
+        """Every unique-series registry, one per shard."""
+        return [self.uniques(s) for s in range(self.shards)]
+
+    def unique_slot(self, shard: int, member: str) -> UniqueSlot:
+        """The keys of the unique series named by a registry member found on ``shard``."""
+        tag, precision = "" if self.shards == 1 else f"{{{shard}}}:", self.parse_member(member)[0]
+        hll, members = f"{self.prefix}unique:{tag}{member}:", f"{self.prefix}members:{tag}{member}:"
+        return UniqueSlot(precision, member, hll, members)
+
+    def unique_layout(self, series_id: str, precisions: tuple[int, ...]) -> UniqueLayout:
+        """The registry of a unique series and its keys at each precision (cached)."""
+        cache_key = (series_id, precisions)
+        found = self._unique_layouts.get(cache_key)
+        if found is not None:
+            return found
+        shard = self.shard(series_id)
+        layout = UniqueLayout(
+            self.uniques(shard),
+            tuple(self.unique_slot(shard, self.member(p, series_id)) for p in precisions),
+            shard,
+        )
+        if len(self._unique_layouts) >= LAYOUT_CACHE_SIZE:
+            self._unique_layouts.clear()
+        self._unique_layouts[cache_key] = layout
+        return layout
+
+    def scratch(self, shard: int, token: str) -> str:
+        """A key in ``shard``'s slot for a union or a sketch (deleted by the same call)."""
+        if self.shards == 1:
+            return f"{self.prefix}scratch:{token}"
+        return f"{self.prefix}scratch:{{{shard}}}:{token}"
+
+    def writer(self, writer_id: str, shard: int = 0) -> str:
+        """The STRING holding the last batch number a writer applied on ``shard`` (in the
+        shard's slot). No TTL, so no eviction policy picks it; the cleaner forgets it."""
+        if self.shards == 1:
+            return f"{self.prefix}writer:{writer_id}"
+        return f"{self.prefix}writer:{{{shard}}}:{writer_id}"
+
+    def writers(self, shard: int = 0) -> str:
+        """The ZSET of the writers of ``shard``, scored by the time of their last write."""
+        if self.shards == 1:
+            return f"{self.prefix}writers:"
+        return f"{self.prefix}writers:{{{shard}}}"
+
+    def cleaner_cutoffs(self) -> str:
+        """HASH precision -> the cutoff the last complete cleaner pass trimmed to."""
+        return self._tagged_zero("cleaner:cutoffs")
+
+    def cleaner_sweeps(self) -> str:
+        """HASH precision -> the start of the pass whose sweep of it last completed (beside
+        the cutoffs, in shard 0's slot on a cluster)."""
+        return self._tagged_zero("cleaner:sweeps")
+
+    def cleaner_sweep_claim(self, precision: int, last: int | None) -> str:
+        """The claim that elects the one cleaner sweeping ``precision`` after the sweep that
+        completed at ``last`` (None: none on record): a completed sweep changes the name."""
+        after = "none" if last is None else str(last)
+        return f"{self._tagged_zero('cleaner:sweep')}:{precision}:{after}"
+
+    def _tagged_zero(self, name: str) -> str:
+        return f"{self.prefix}{name}" if self.shards == 1 else f"{self.prefix}{name}:{{0}}"
+
+    def cleaner_lease(self, pass_index: int) -> str:
+        """The lease that elects the one cleaner doing pass ``pass_index``."""
+        return f"{self.prefix}cleaner:lease:{pass_index}"
+
+    def annotations(self) -> str:
+        """The ZSET of annotations (deploy markers...): score = time in epoch ms."""
+        if self.shards == 1:
+            return f"{self.prefix}annotations:"
+        return f"{self.prefix}annotations:{{0}}"
+
+    def move_intent(self, shard: int, member: str) -> str:
+        """HASH beside a counter being moved to another shard layout (in its slot): the move's
+        token and the counts it takes (resharding.py)."""
+        if self.shards == 1:
+            return f"{self.prefix}moving:{member}"
+        return f"{self.prefix}moving:{{{shard}}}:{member}"
+
+    def move_landed(self, shard: int, token: str) -> str:
+        """STRING set, in the slot a move lands in, when the move of ``token`` landed there."""
+        if self.shards == 1:
+            return f"{self.prefix}moved:{token}"
+        return f"{self.prefix}moved:{{{shard}}}:{token}"
+
+    def throttle(self, identity: str, amount: int, seconds: int, window: int) -> str:
+        """The STRING counting the hits of ``identity`` against a limit of ``amount`` per
+        ``seconds`` in window ``window`` (epoch seconds // ``seconds``). Whatever the shard
+        count, the identity is the hash tag: its every limit and window share one slot, so one
+        script reaches them all on a cluster. It expires by itself (throttle/operations.py)."""
+        return f"{self.prefix}throttle:{{{throttle_tag(identity)}}}:{amount}/{seconds}:{window}"
+
+    @staticmethod
+    def member(precision: int, series_id: str) -> str:
+        """The registry member of one series at one precision (the book's ``prec:name``)."""
+        return f"{precision}:{series_id}"
+
+    @staticmethod
+    def parse_member(member: str) -> Member:
+        """``"60:http.requests{...}"`` -> ``Member(60, "http.requests{...}")``, else ValueError."""
+        precision, sep, series_id = member.partition(":")
+        if not sep or not precision.isdigit() or not series_id:
+            raise ValueError(f"malformed registry member {member!r}")
+        return Member(int(precision), series_id)
+
+    @staticmethod
+    def lex_range_precision(precision: int) -> tuple[str, str]:
+        """ZRANGEBYLEX bounds of every member at ``precision`` (';' sorts right after ':')."""
+        return f"[{precision}:", f"({precision};"
+
+    @staticmethod
+    def lex_range_labelled(precision: int, name: str) -> tuple[str, str]:
+        """ZRANGEBYLEX bounds of the labelled series of ``name`` ('|' sorts right after '{')."""
+        return f"[{precision}:{name}{{", f"({precision}:{name}|"
+
+    @staticmethod
+    def lex_after(member: str) -> str:
+        """The ZRANGEBYLEX start that continues a walk right after ``member``."""
+        return "(" + member
+
+    @staticmethod
+    def member_globs(name: str, series_id: str | None) -> list[str]:
+        """ZSCAN MATCH patterns for the members of one series (any precision), or of every
+        series of metric ``name``. Coarse: callers confirm each hit with ``parse_member``."""
+        if series_id is not None:
+            return [f"*:{_glob_escape(series_id)}"]
+        escaped = _glob_escape(name)
+        return [f"*:{escaped}", f"*:{escaped}{{*"]
+
+
+THROTTLE_TAG_MAX = 128
+"""Identities longer than this (in characters) are hashed in throttle keys."""
+_TAG_ESCAPES = {ord(ch): f"%{ord(ch):02X}" for ch in "%{}#"}
+
+
+def throttle_tag(identity: str) -> str:
+    """The hash tag of an identity (a client address, a user, a header: any string): itself,
+    with ``%``, ``{``, ``}`` and ``#`` percent-escaped so that no ``}`` ends the tag early; an
+    empty, long or un-encodable one (a lone surrogate) becomes ``#`` and a hash of it (escaped
+    tags never start with ``#``, so two identities never share a key)."""
+    if 0 < len(identity) <= THROTTLE_TAG_MAX:
+        try:
+            identity.encode()
+        except UnicodeEncodeError:
+            pass
+        else:
+            return identity.translate(_TAG_ESCAPES)
+    raw = identity.encode("utf-8", "surrogatepass")
+    return "#" + hashlib.blake2b(raw, digest_size=16).hexdigest()
+
+
+def _glob_escape(text: str) -> str:
+    return "".join("\\" + ch if ch in "*?[]\\" else ch for ch in text)

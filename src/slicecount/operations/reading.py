@@ -1,0 +1,167 @@
+"""The read operations (and ``delete``, which finds what it removes the same way). Pure.
+
+Series are discovered through the registry by lexicographic range, never by scanning keys;
+slices are read with one pipelined HMGET of exactly the fields wanted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from slicecount.core.series import Labels, encode, metric_name, validate_name
+from slicecount.core.slices import slice_starts
+from slicecount.errors import ConfigurationError
+from slicecount.operations.batches import Batch, Context, Operation, pairs
+
+PAGE = 10_000
+"""Registry members fetched per ZRANGEBYLEX when listing every series of a precision."""
+SCAN_COUNT = 1000
+"""COUNT hint for ZSCAN walks."""
+
+
+def get(
+    ctx: Context, name: str, precision: int, labels: Labels | None = None
+) -> Operation[list[tuple[int, int]]]:
+    """Every ``(slice start, count)`` of a series at ``precision``, oldest first (the book's
+    get_counter)."""
+    ctx.settings.check_precision(precision)
+    (flat,) = yield Batch([("HGETALL", ctx.keys.counter(precision, encode(name, labels)))])
+    return sorted(_int_pairs(pairs(flat)))
+
+
+def _int_pairs(data: Iterable[tuple[str, str]]) -> Iterable[tuple[int, int]]:
+    for start, count in data:
+        try:
+            yield int(start), int(count)
+        except ValueError:
+            continue  # a foreign field in our hash: not a slice, never a reason to fail a read
+
+
+def series(ctx: Context, name: str, precision: int) -> Operation[list[str]]:
+    """The series ids of metric ``name`` that exist at ``precision`` (ZRANGEBYLEX, no scan)."""
+    ctx.settings.check_precision(precision)
+    keys = ctx.keys
+    low, high = keys.lex_range_labelled(precision, validate_name(name))
+    plain = keys.member(precision, name)
+    batch = Batch()
+    for registry in keys.registries():
+        batch.commands.append(("ZSCORE", registry, plain))
+        batch.commands.append(("ZRANGEBYLEX", registry, low, high))
+    replies = yield batch
+    found: set[str] = set()
+    for score, members in zip(replies[::2], replies[1::2], strict=True):
+        if score is not None:
+            found.add(name)
+        found.update(_series_ids(ctx, members))
+    return sorted(found)
+
+
+def all_series(ctx: Context, precision: int) -> Operation[list[str]]:
+    """Every series id that exists at ``precision``, paging through each registry by lex."""
+    ctx.settings.check_precision(precision)
+    keys = ctx.keys
+    low, high = keys.lex_range_precision(precision)
+    found: list[str] = []
+    for registry in keys.registries():
+        start = low
+        while True:
+            (members,) = yield Batch([("ZRANGEBYLEX", registry, start, high, "LIMIT", 0, PAGE)])
+            found.extend(_series_ids(ctx, members))
+            if len(members) < PAGE:
+                break
+            start = keys.lex_after(members[-1])
+    return sorted(found)
+
+
+def _series_ids(ctx: Context, members: list[str]) -> Iterable[str]:
+    for member in members:
+        try:
+            yield ctx.keys.parse_member(member).series_id
+        except ValueError:
+            continue  # not a member we wrote: never a reason to fail a listing
+
+
+def names(ctx: Context, precision: int) -> Operation[list[str]]:
+    """The metric names that have a series at ``precision``."""
+    found = yield from all_series(ctx, precision)
+    return sorted({metric_name(series_id) for series_id in found})
+
+
+def read(
+    ctx: Context, series_ids: Sequence[str], precision: int, start: float, end: float
+) -> Operation[dict[str, list[int | None]]]:
+    """Counts of each series for every slice from ``start`` to ``end`` (None: no field), in
+    one pipelined HMGET per series."""
+    ctx.settings.check_precision(precision)
+    if isinstance(series_ids, str):
+        raise ConfigurationError(f"series_ids must be a list of ids, got the string {series_ids!r}")
+    if not 0 <= start <= end:
+        raise ConfigurationError(f"read range must have 0 <= start <= end, got {start!r}..{end!r}")
+    ids = list(series_ids)
+    # as text once for every series: packing 1 000 ints per HMGET costs twice as much
+    fields = [str(s) for s in slice_starts(precision, start, end)]
+    if not fields or not ids:
+        return {s: [] for s in ids}
+    keys = ctx.keys
+    replies = yield Batch([("HMGET", keys.counter(precision, s), *fields) for s in ids])
+    return {s: _counts(values) for s, values in zip(ids, replies, strict=True)}
+
+
+def _counts(values: list[str | None]) -> list[int | None]:
+    """HMGET's values as counts, None where a slice has no field (or a foreign value)."""
+    try:
+        # a busy series: every slice present, converted in C (None raises TypeError)
+        return list(map(int, values))  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        pass
+    try:
+        return [None if v is None else int(v) for v in values]
+    except ValueError:  # a foreign value in our hash: that slice reads as missing
+        return [_to_int(v) for v in values]
+
+
+def _to_int(value: str | None) -> int | None:
+    if value is None:
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        return None
+
+
+def delete(ctx: Context, name: str, labels: Labels | None = None) -> Operation[int]:
+    """Remove a metric (or one labelled series of it) at every precision found in the
+    registry, hashes and members together; return how many hashes were removed."""
+    keys = ctx.keys
+    series_id = encode(name, labels) if labels else None
+    validate_name(name)
+    removed = 0
+    for shard, registry in enumerate(keys.registries()):
+        for pattern in keys.member_globs(name, series_id):
+            cursor: int | str = 0
+            while True:
+                ((cursor, flat),) = yield Batch(
+                    [("ZSCAN", registry, cursor, "MATCH", pattern, "COUNT", SCAN_COUNT)]
+                )
+                members = [m for m, _ in pairs(flat) if _is_exact(ctx, m, name, series_id)]
+                if members:
+                    replies = yield Batch(
+                        [
+                            ("DEL", *(keys.counter_for_member(shard, m) for m in members)),
+                            ("ZREM", registry, *members),
+                        ],
+                        transaction=True,
+                    )
+                    removed += int(replies[0])
+                if int(cursor) == 0:
+                    break
+    return removed
+
+
+def _is_exact(ctx: Context, member: str, name: str, series_id: str | None) -> bool:
+    # MATCH globs are coarse ("*:a" also matches "1:b:a"): confirm on the parsed member.
+    try:
+        found = ctx.keys.parse_member(member).series_id
+    except ValueError:
+        return False
+    return found == series_id if series_id is not None else metric_name(found) == name

@@ -1,0 +1,204 @@
+"""The asyncio store: the same operations as ``Store``, executed with redis.asyncio.
+
+Only the executor differs from ``slicecount.store`` (``await`` on the connection); the method
+table binds the public data API an asyncio caller uses (the datasource, async apps and
+scripts); a feature runs its own operations with ``await store.run(op(store.context, ...))``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any, Concatenate, ParamSpec, TypeVar
+
+import redis
+import redis.asyncio as aioredis
+from redis.asyncio.cluster import ClusterNode as AsyncClusterNode
+from redis.asyncio.cluster import RedisCluster as AsyncCluster
+from redis.asyncio.sentinel import Sentinel as AsyncSentinel
+from redis.crc import key_slot
+
+from slicecount.config import Settings
+from slicecount.errors import StoreError
+from slicecount.operations import annotating, reading, unique_reading, unique_writing, writing
+from slicecount.operations.batches import Batch, Context, Operation, ping
+from slicecount.store.replies import ReplyReader, ScriptMissing
+from slicecount.store.routing import split
+from slicecount.store.wire import (
+    LOAD_SCRIPTS,
+    MOVED,
+    REDIS_ERRORS,
+    Clients,
+    StoreBase,
+    connect,
+    pack,
+    refusal,
+)
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+
+def _awaiting(
+    op: Callable[Concatenate[Context, P], Operation[T]],
+) -> Callable[Concatenate[AsyncStore, P], Coroutine[Any, Any, T]]:
+    """An operation as an ``AsyncStore`` coroutine method."""
+
+    @functools.wraps(op)
+    async def method(self: AsyncStore, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        return await self.run(op(self.context, *args, **kwargs))
+
+    return method
+
+
+CLIENTS = Clients(aioredis.Redis, AsyncSentinel, AsyncCluster, AsyncClusterNode)
+
+
+class AsyncStore(StoreBase["aioredis.Redis | AsyncCluster"]):
+    """Counters in Redis at every configured precision (redis.asyncio client)."""
+
+    @staticmethod
+    def _connect(settings: Settings) -> aioredis.Redis | AsyncCluster:
+        client: aioredis.Redis | AsyncCluster = connect(settings, CLIENTS)
+        return client
+
+    async def run(self, operation: Operation[T]) -> T:
+        """Drive one operation to its result: on one pooled connection, or on a cluster one
+        per node it reaches (a batch spanning nodes is sent to them concurrently)."""
+        try:
+            batch = next(operation)  # argument checks run here, before any I/O
+        except StopIteration as nothing_to_send:
+            early: T = nothing_to_send.value
+            return early
+        held: dict[Any, tuple[Callable[[Any], Awaitable[None]], Any]] = {}
+        try:
+            while True:
+                batch = operation.send(await self._dispatch(held, batch))
+        except StopIteration as done:
+            result: T = done.value
+            return result
+        except REDIS_ERRORS as exc:
+            await self._drop(held)
+            await self._reload_slots()  # a node may be gone: its replica may serve its slots
+            raise self._error(exc) from exc
+        except BaseException as exc:
+            # cancelled mid-reply, or a refusal that left state behind (a WATCH): never reuse
+            await self._drop(held)
+            if isinstance(exc, StoreError) and MOVED.search(str(exc)):
+                await self._reload_slots()  # the slots moved: learn where, the caller retries
+            raise
+        finally:
+            for release, connection in held.values():
+                await release(connection)
+
+    async def _dispatch(
+        self, held: dict[Any, tuple[Callable[[Any], Awaitable[None]], Any]], batch: Batch
+    ) -> list[Any]:
+        client = self.client
+        if not isinstance(client, AsyncCluster):
+            pool = client.connection_pool
+            if None not in held:
+                taken = await pool.get_connection()  # type: ignore[no-untyped-call]
+                held[None] = (pool.release, taken)
+            return await self._send(held[None][1], batch)
+        if client._initialize:  # the slot map, once
+            await client.initialize()
+        nodes = client.nodes_manager
+        parts = split(
+            batch,
+            lambda key: nodes.get_node_from_slot(key_slot(key.encode())),
+            client.get_default_node(),
+        )
+
+        def connection(node: Any) -> Any:
+            if node.name not in held:
+
+                async def release(used: Any) -> None:
+                    node.release(used)
+
+                held[node.name] = (release, node.acquire_connection())
+            return held[node.name][1]
+
+        if len(parts) == 1:
+            node, whole, _ = parts[0]
+            return await self._send(connection(node), whole)
+        answers = await asyncio.gather(
+            *(self._send(connection(node), part) for node, part, _ in parts)
+        )
+        replies: list[Any] = [None] * len(batch.commands)
+        for (_, _, positions), answer in zip(parts, answers, strict=True):
+            for position, reply in zip(positions, answer, strict=True):
+                replies[position] = reply
+        return replies
+
+    async def _reload_slots(self) -> None:
+        """On a cluster, learn again which node serves which slot (best effort)."""
+        if isinstance(self.client, AsyncCluster):
+            try:
+                await self.client.nodes_manager.initialize()
+            except redis.RedisError:
+                pass  # the cluster is still electing: the next attempt asks again
+
+    @staticmethod
+    async def _drop(held: dict[Any, tuple[Callable[[Any], Awaitable[None]], Any]]) -> None:
+        for _, connection in held.values():
+            await connection.disconnect()
+
+    async def _send(self, connection: Any, batch: Batch) -> list[Any]:
+        try:
+            return await self._round_trip(connection, batch)
+        except ScriptMissing:
+            await self._round_trip(connection, LOAD_SCRIPTS)
+            return await self._round_trip(connection, batch)
+
+    @staticmethod
+    async def _round_trip(connection: Any, batch: Batch) -> list[Any]:
+        reader = ReplyReader(batch)
+        await connection.send_packed_command([pack(batch)])
+        for _ in range(reader.expected):
+            try:
+                reply = await connection.read_response(disable_decoding=batch.raw)
+            except redis.ResponseError as error:
+                reply = refusal(error)
+            reader.feed(reply)
+        return reader.result()
+
+    async def ping(self) -> bool:
+        """True when Redis answers."""
+        try:
+            return await self.run(ping(self.context))
+        except StoreError:
+            return False
+
+    async def close(self) -> None:
+        """Release the connection pool (and the connections to the Sentinels, if any)."""
+        await self.client.aclose()
+        if isinstance(self.client, AsyncCluster):
+            return
+        guard = getattr(self.client.connection_pool, "sentinel_manager", None)
+        for sentinel in getattr(guard, "sentinels", ()):
+            await sentinel.aclose()
+
+    async def __aenter__(self) -> AsyncStore:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    incr = _awaiting(writing.incr)
+    add_unique = _awaiting(unique_writing.add_unique)
+    write_uniques = _awaiting(unique_writing.write_uniques)
+    apply = _awaiting(writing.apply)
+    get = _awaiting(reading.get)
+    series = _awaiting(reading.series)
+    names = _awaiting(reading.names)
+    all_series = _awaiting(reading.all_series)
+    read = _awaiting(reading.read)
+    delete = _awaiting(reading.delete)
+    annotations = _awaiting(annotating.find)
+    get_unique = _awaiting(unique_reading.get_unique)
+    members = _awaiting(unique_reading.members)
+    count_unions = _awaiting(unique_reading.count_unions)
+    unique_series = _awaiting(unique_reading.unique_series)
+    all_unique_series = _awaiting(unique_reading.all_unique_series)
