@@ -48,7 +48,7 @@ from slicecount.promql.ast import (
     walk,
 )
 from slicecount.promql.durations import PATTERN as DURATION
-from slicecount.promql.lexer import Token, shown
+from slicecount.promql.lexer import Token, scan, shown
 from slicecount.promql.signatures import AGGREGATIONS, FUNCTIONS
 
 MAX_QUERY_LENGTH = 4000
@@ -88,23 +88,11 @@ def unique_name(name: str) -> str:
 
 
 def tokenize(text: str) -> list[Token]:
-    if len(text) > MAX_QUERY_LENGTH:
-        raise QueryError(f"query is {len(text)} characters long (limit {MAX_QUERY_LENGTH})")
-    tokens: list[Token] = []
-    pos = 0
-    while True:
-        space = _SPACE.match(text, pos)
-        if space:
-            pos = space.end()
-        if pos >= len(text):
-            break
-        match = _TOKEN.match(text, pos)
-        if match is None:
-            raise QueryError(f"unexpected character {text[pos]!r} at {pos}")
-        tokens.append(Token(match.lastgroup or "", match.group(), pos))
-        pos = match.end()
-    tokens.append(Token("end", "", len(text)))
-    return tokens
+    return scan(text, MAX_QUERY_LENGTH, _TOKEN, _SPACE, _unexpected)
+
+
+def _unexpected(text: str, pos: int, last: Token | None) -> QueryError:
+    return QueryError(f"unexpected character {text[pos]!r} at {pos}")
 
 
 def parse(text: str) -> Node:

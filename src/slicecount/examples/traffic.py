@@ -8,7 +8,7 @@ import http.client
 import random
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
@@ -19,38 +19,50 @@ USERS = 500
 Pick = Callable[[random.Random], tuple[str, str]]
 
 
-def flask_request(rng: random.Random) -> tuple[str, str]:
-    roll = rng.random()
-    if roll < 0.30:
-        return "GET", "/"
-    if roll < 0.60:
-        return "GET", f"/users/{rng.randint(1, 120)}"  # ids over 100 are 404
-    if roll < 0.72:
-        return "GET", "/users"  # the N+1 page: 4 queries
-    if roll < 0.85:
-        return "POST", f"/orders?plan={rng.choice(['free', 'pro', 'team'])}"
-    if roll < 0.93:
-        return "GET", f"/slow?seconds={rng.choice([0.05, 0.2, 0.6])}"
-    if roll < 0.97:
-        return "GET", "/error"
-    return "GET", f"/no/such/page/{rng.randint(1, 10**6)}"
+def mix(shares: Sequence[tuple[float, Pick]], rest: Pick) -> Pick:
+    """A pick of one of several requests: a draw in [0, 1) takes the first of ``shares`` whose
+    cumulative share it falls below, ``rest`` what is left."""
+
+    def pick(rng: random.Random) -> tuple[str, str]:
+        roll = rng.random()
+        for below, request in shares:
+            if roll < below:
+                return request(rng)
+        return rest(rng)
+
+    return pick
 
 
-def starlette_request(rng: random.Random) -> tuple[str, str]:
-    roll = rng.random()
-    if roll < 0.30:
-        return "GET", "/"
-    if roll < 0.60:
-        return "GET", f"/items/{rng.randint(1, 1100)}"
-    if roll < 0.70:
-        return "GET", f"/api/v1/items/{rng.randint(1, 50)}"
-    if roll < 0.85:
-        return "POST", f"/checkout?pay={rng.choice(['card', 'paypal'])}"
-    if roll < 0.92:
-        return "GET", "/stream?seconds=0.3"
-    if roll < 0.96:
-        return "GET", "/error"
-    return "GET", "/missing"
+def always(method: str, path: str) -> Pick:
+    """A request that never varies."""
+    return lambda rng: (method, path)
+
+
+flask_request = mix(
+    [
+        (0.30, always("GET", "/")),
+        (0.60, lambda rng: ("GET", f"/users/{rng.randint(1, 120)}")),  # ids over 100 are 404
+        (0.72, always("GET", "/users")),  # the N+1 page: 4 queries
+        (0.85, lambda rng: ("POST", f"/orders?plan={rng.choice(['free', 'pro', 'team'])}")),
+        (0.93, lambda rng: ("GET", f"/slow?seconds={rng.choice([0.05, 0.2, 0.6])}")),
+        (0.97, always("GET", "/error")),
+    ],
+    lambda rng: ("GET", f"/no/such/page/{rng.randint(1, 10**6)}"),
+)
+"""The Flask example's traffic."""
+
+starlette_request = mix(
+    [
+        (0.30, always("GET", "/")),
+        (0.60, lambda rng: ("GET", f"/items/{rng.randint(1, 1100)}")),
+        (0.70, lambda rng: ("GET", f"/api/v1/items/{rng.randint(1, 50)}")),
+        (0.85, lambda rng: ("POST", f"/checkout?pay={rng.choice(['card', 'paypal'])}")),
+        (0.92, always("GET", "/stream?seconds=0.3")),
+        (0.96, always("GET", "/error")),
+    ],
+    always("GET", "/missing"),
+)
+"""The Starlette example's traffic."""
 
 
 @dataclass

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from typing import NamedTuple
 
 from slicecount.errors import QueryError
@@ -51,21 +52,33 @@ class Token(NamedTuple):
 def tokenize(text: str) -> list[Token]:
     """The tokens of ``text`` and a final ``end``; QueryError at the first character that
     starts no token."""
-    if len(text) > MAX_QUERY_LENGTH:
-        raise QueryError(f"query is {len(text)} characters long (limit {MAX_QUERY_LENGTH})")
+    return scan(text, MAX_QUERY_LENGTH, _TOKEN, _SPACE, _unexpected)
+
+
+def scan(
+    text: str,
+    longest: int,
+    token: re.Pattern[str],
+    space: re.Pattern[str],
+    unexpected: Callable[[str, int, Token | None], QueryError],
+) -> list[Token]:
+    """``text`` cut into ``token``'s named groups between runs of ``space``, and a final
+    ``end``; ``unexpected(text, pos, last token)`` is raised at a character that starts none.
+    One scanner for PromQL and the simPod targets, each with its own tokens and errors."""
+    if len(text) > longest:
+        raise QueryError(f"query is {len(text)} characters long (limit {longest})")
     tokens: list[Token] = []
     pos = 0
     while True:
-        space = _SPACE.match(text, pos)
-        if space:
-            pos = space.end()
+        blank = space.match(text, pos)
+        if blank:
+            pos = blank.end()
         if pos >= len(text):
             break
-        match = _TOKEN.match(text, pos)
+        match = token.match(text, pos)
         if match is None:
-            raise _unexpected(text, pos, tokens[-1] if tokens else None)
-        kind = match.lastgroup or ""
-        tokens.append(Token(kind, match.group(), pos))
+            raise unexpected(text, pos, tokens[-1] if tokens else None)
+        tokens.append(Token(match.lastgroup or "", match.group(), pos))
         pos = match.end()
     tokens.append(Token("end", "", len(text)))
     return tokens

@@ -14,10 +14,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import threading
 import time
-import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -26,6 +24,7 @@ from slicecount.config import Settings
 from slicecount.config.topology import without_options
 from slicecount.errors import ConfigurationError, StoreError
 from slicecount.operations.batches import Clock, Operation
+from slicecount.recording.lifecycle import Live
 from slicecount.store import Store
 from slicecount.store.asyncio import AsyncStore
 from slicecount.throttle.limits import Limit
@@ -104,7 +103,7 @@ class Limiter:
         self._aloop: asyncio.AbstractEventLoop | None = None
         self._failing = False
         self._reset()
-        _track(self)
+        _live.add(self)
 
     def _reset(self) -> None:
         """Fresh locks, and no tokens (at start, and in a forked child: the parent's tokens
@@ -257,19 +256,5 @@ async def _acquire(lock: asyncio.Lock, timeout: float) -> bool:
         return False
 
 
-_live: weakref.WeakSet[Limiter] = weakref.WeakSet()
-_hooked = False
-
-
-def _track(limiter: Limiter) -> None:
-    """Remember a limiter for fork (the hook registers with the first limiter)."""
-    global _hooked
-    _live.add(limiter)
-    if not _hooked:
-        _hooked = True
-        os.register_at_fork(after_in_child=_after_fork)
-
-
-def _after_fork() -> None:
-    for limiter in list(_live):
-        limiter._reset()
+_live: Live[Limiter] = Live(lambda limiter: limiter._reset())
+"""The limiters of this process: a forked child's start with fresh locks and no tokens."""
