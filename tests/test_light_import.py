@@ -24,6 +24,7 @@ PURE = [
     "slicecount.operations.writing",
     "slicecount.operations.reading",
     "slicecount.datasource.targets",
+    "slicecount.datasource.rewrites",
     "slicecount.promql.parser",
     "slicecount.promql.engine",
     "slicecount.datasource.prometheus.names",
