@@ -14,8 +14,9 @@ from typing import Any
 from slicecount.core.slices import slice_starts
 from slicecount.datasource import discovery, frames, rewrites, targets
 from slicecount.datasource.discovery import SeriesInfo
-from slicecount.datasource.execute import Answer, Query, run
+from slicecount.datasource.execute import Answer, run
 from slicecount.datasource.limits import LimitExceeded
+from slicecount.datasource.planning import Query
 from slicecount.datasource.prometheus.names import Catalogue
 from slicecount.datasource.prometheus.plan import panel_step
 from slicecount.datasource.protocol import (
