@@ -27,6 +27,7 @@ PURE = [
     "slicecount.datasource.rewrites",
     "slicecount.promql.parser",
     "slicecount.promql.engine",
+    "slicecount.promql.windows",
     "slicecount.datasource.prometheus.names",
     "slicecount.datasource.prometheus.params",
     "slicecount.datasource.prometheus.plan",
