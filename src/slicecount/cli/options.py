@@ -1,6 +1,6 @@
 """The Settings every ``slicecount`` command shares, as options: each defaults to its
 ``SLICECOUNT_*`` variable, and with no Redis named at all a running ``slicecount demo``'s is
-read. The commands themselves are ``cli``."""
+read. The commands themselves are ``commands``."""
 
 from __future__ import annotations
 

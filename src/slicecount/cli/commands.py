@@ -1,5 +1,5 @@
-"""The ``slicecount`` command line. Only this module configures logging; the options every
-command shares (its Settings) are ``cli_options``."""
+"""The ``slicecount`` group and its commands. Only this module configures logging; the options
+every command shares (its Settings) are ``options``."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from slicecount.cli_options import settings_options
+from slicecount.cli.options import settings_options
 from slicecount.config import Settings
 from slicecount.config.topology import redact
 from slicecount.errors import ConfigurationError, MissingExtra, SlicecountError
@@ -277,7 +277,3 @@ def demo(duration: float | None, port: int, rate: float, seed: int | None, synth
         click.echo(stopped.report(), err=True)
         sys.exit(1)
     click.echo(stopped.report())
-
-
-if __name__ == "__main__":
-    main()
