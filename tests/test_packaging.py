@@ -208,7 +208,6 @@ def test_the_core_runs_without_extras_and_each_module_names_the_extra_it_lacks(
         assert outcome[module] is None, (module, outcome[module])
     expected = {
         "slicecount.cli": "cli",
-        "slicecount.cli.options": "cli",
         "slicecount.middleware.flask": "flask",
         "slicecount.middleware.asgi": "asgi",
         "slicecount.middleware.sqlalchemy": "sqlalchemy",
