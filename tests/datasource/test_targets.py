@@ -8,7 +8,8 @@ import pytest
 from slicecount.config import Settings
 from slicecount.datasource.prometheus.plan import panel_step
 from slicecount.datasource.reader import union_parts as parts
-from slicecount.datasource.targets import MAX_QUERY_LENGTH, catalogue, parse, with_matchers
+from slicecount.datasource.rewrites import with_matchers
+from slicecount.datasource.targets import MAX_QUERY_LENGTH, catalogue, parse
 from slicecount.errors import ConfigurationError, QueryError
 from slicecount.operations.unique_reading import Group
 from slicecount.promql.ast import (

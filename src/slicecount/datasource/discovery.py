@@ -10,7 +10,8 @@ from typing import Any, NamedTuple, Protocol
 from slicecount.config import Settings
 from slicecount.core.histogram import BUCKET_SUFFIX, LE_LABEL
 from slicecount.datasource.protocol import FUNCTIONS
-from slicecount.datasource.targets import one_slice, parse, regex_escape, unescape, unique_name
+from slicecount.datasource.rewrites import one_slice
+from slicecount.datasource.targets import parse, regex_escape, unescape, unique_name
 from slicecount.errors import QueryError
 from slicecount.operations.unique_reading import kept_precisions
 from slicecount.promql.ast import NAME_LABEL, VectorSelector, compile_regex

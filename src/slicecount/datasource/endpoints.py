@@ -12,10 +12,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from slicecount.core.slices import slice_starts
-from slicecount.datasource import discovery, frames, targets
+from slicecount.datasource import discovery, frames, rewrites, targets
 from slicecount.datasource.discovery import SeriesInfo
-from slicecount.datasource.execute import Answer, Query, run
+from slicecount.datasource.execute import Answer, run
 from slicecount.datasource.limits import LimitExceeded
+from slicecount.datasource.planning import Query
 from slicecount.datasource.prometheus.names import Catalogue
 from slicecount.datasource.prometheus.plan import panel_step
 from slicecount.datasource.protocol import (
@@ -55,7 +56,7 @@ async def query(reader: Reader, body: Body) -> Rendered:
             order.append((target, tuple(annotation_tags(target.text))))
             continue
         node, pinned = compile_target(target, adhoc)
-        unique = targets.reads_unique(node)
+        unique = rewrites.reads_unique(node)
         step, among = panel_step(reader.settings, start, now, wanted, unique, pinned)
         starts = slice_starts(step, start, end)
         if len(starts) > reader.limits.max_points:
@@ -107,7 +108,7 @@ def _names(counters: Sequence[SeriesInfo], uniques: Sequence[SeriesInfo]) -> Cat
 def _lines(query: Query, answer: Answer) -> list[frames.Line]:
     """The lines of a target: legends keep the metric read (``p95 `` before a quantile's)."""
     name = answer.stored[0] if answer.stored else ""
-    q = targets.quantile_of(query.node)
+    q = rewrites.quantile_of(query.node)
     if q is not None:
         name = f"p{q * 100:g} {name}".rstrip()
     series = _series(answer.result, len(query.times))

@@ -14,7 +14,8 @@ from datetime import datetime
 from typing import Any
 
 from slicecount.datasource.limits import LimitExceeded, Limits
-from slicecount.datasource.targets import buckets, parse, per_second, with_matchers
+from slicecount.datasource.rewrites import buckets, per_second, with_matchers
+from slicecount.datasource.targets import parse
 from slicecount.datasource.targets import regex_escape as regex_escape  # the builder escapes
 from slicecount.errors import QueryError
 from slicecount.promql.ast import Aggregate, Call, Matcher, Node, NumberLiteral

@@ -4,15 +4,13 @@ Selectors read the totals the datasource prepared (``data``, by selector); a uni
 distinct counts, and the unions ``sum`` makes of them, come ready (``ready``, by selector or
 sum node: see ``distinct``). Everything else follows Prometheus' semantics, except that
 nothing is extrapolated: ``increase(c[d])`` at t is the sum of the counts of the d/p slices
-that end with the one holding t.
+that end with the one holding t (the range functions' kernels: ``windows``).
 """
 
 from __future__ import annotations
 
-import math
-import operator
-from collections.abc import Callable, Mapping, Sequence
-from typing import TypeVar, cast
+from collections.abc import Mapping, Sequence
+from typing import cast
 
 from slicecount.promql import aggregation, binary, functions
 from slicecount.promql.ast import (
@@ -34,6 +32,13 @@ from slicecount.promql.values import (
     Value,
     check_unique,
     without_name,
+)
+from slicecount.promql.windows import (
+    WINDOW_FUNCTIONS,
+    StridedWindows,
+    dedupe,
+    elapsed_rate,
+    spread,
 )
 
 Result = list[float] | list[Series] | str
@@ -168,12 +173,12 @@ class Evaluator:
             (a - first) // p if a is not None and oldest < a <= newest else None
             for a in grid.reads(node.offset)
         ]
-        distinct, where = _distinct(reads)
+        distinct, where = dedupe(reads)
         out = []
         for raw in self.data[node]:
             totals, scale = raw.totals, raw.scale
             found = [totals[i] * scale if i < len(totals) else None for i in distinct]
-            out.append(Series(raw.labels, _spread(found, where)))
+            out.append(Series(raw.labels, spread(found, where)))
         return out
 
     def over_window(self, name: str, node: MatrixSelector) -> list[Series]:
@@ -193,120 +198,29 @@ class Evaluator:
             else None
             for a in grid.reads(node.vector.offset)
         ]
-        distinct, where = _distinct(windows)
-        compute = _WINDOW_FUNCTIONS[name]
+        distinct, where = dedupe(windows)
+        compute = WINDOW_FUNCTIONS[name]
         if name == "rate" and grid.partial and not node.range:
-            compute = _elapsed_rate(grid)  # one slice (x[0]): no dip at the right edge
+            compute = elapsed_rate(grid)  # one slice (x[0]): no dip at the right edge
         keep_name = name == "last_over_time"
         out = []
-        inside_of: dict[int, _Windows] = {}  # series read alike share their windows
+        inside_of: dict[int, StridedWindows] = {}  # series read alike share their windows
         direct = where == list(range(len(distinct)))  # a value per time, in order: no spreading
         for raw in self.data[node.vector]:
             scale = 1.0 if name == "count_over_time" else raw.scale
             size = len(raw.counts) + 1 if raw.counts is not None else len(raw.totals)
             inside = inside_of.get(size)
             if inside is None:
-                inside = inside_of[size] = _Windows([w for w in distinct if w[1] < size])
+                inside = inside_of[size] = StridedWindows([w for w in distinct if w[1] < size])
             found: list[Value]
             if name == "increase" and scale == 1.0 and inside.each_slice and raw.counts:
                 found = list(raw.counts[inside.bounds[0]])  # type: ignore[index]  # each_slice
             else:
                 found = compute(raw.totals, inside, span, p, scale)  # type: ignore[assignment]
             found += [None] * (len(distinct) - len(inside))  # windows past what was read
-            values = found if direct else _spread(found, where)
+            values = found if direct else spread(found, where)
             out.append(Series(raw.labels if keep_name else without_name(raw.labels), values))
         return check_unique(out)
-
-
-T = TypeVar("T")
-
-
-def _distinct(items: Sequence[T | None]) -> tuple[list[T], list[int]]:
-    """The distinct non-None items in order, and for each item its index among them (-1 for
-    None): a value computed once per distinct item is spread back with ``_spread``."""
-    if None not in items and len(set(items)) == len(items):  # each time its own: in C
-        return list(items), list(range(len(items)))  # type: ignore[arg-type]  # no None
-    index: dict[T, int] = {}
-    where = [-1 if item is None else index.setdefault(item, len(index)) for item in items]
-    return list(index), where
-
-
-def _spread(found: list[Value], where: list[int]) -> list[Value]:
-    """Each time's value from the distinct ones (-1: no sample)."""
-    found.append(None)  # found[-1]
-    return list(map(found.__getitem__, where))
-
-
-Windows = Sequence[tuple[int, int]]
-WindowFunction = Callable[[Sequence[int], Windows, int, int, float], list[float]]
-"""(totals, each window's (start, end) index, span, precision, scale) -> a value per window."""
-
-
-class _Windows(list[tuple[int, int]]):
-    """Windows (start, end index) that know, when they follow one another at a constant
-    stride (a range query's, a panel's), the slices of the totals holding their starts and
-    their ends: the differences of every series are then taken in C, not pair by pair."""
-
-    def __init__(self, windows: list[tuple[int, int]]) -> None:
-        super().__init__(windows)
-        self.bounds: tuple[slice, slice] | None = None
-        self.each_slice = False  # one slice each, one after the other: the counts themselves
-        if len(windows) > 1:
-            (b, a), (b1, _) = windows[0], windows[1]
-            stride, n = b1 - b, len(windows)
-            if stride > 0:
-                starts = range(b, b + n * stride, stride)
-                ends = range(a, a + n * stride, stride)
-                if list(zip(starts, ends, strict=True)) == windows:
-                    self.bounds = slice(b, starts[-1] + 1, stride), slice(a, ends[-1] + 1, stride)
-                    self.each_slice = stride == 1 and a - b == 1
-
-
-def _differences(t: Sequence[int], ws: Windows) -> list[int]:
-    """``t[end] - t[start]`` of each window."""
-    bounds = ws.bounds if isinstance(ws, _Windows) else None
-    if bounds is not None:
-        return list(map(operator.sub, t[bounds[1]], t[bounds[0]]))
-    return [t[a] - t[b] for b, a in ws]
-
-
-def _sample_values(totals: Sequence[int], b: int, a: int) -> Sequence[int]:
-    return totals[b + 1 : a + 1]  # the boundaries inside (t - d, t]: one sample per slice
-
-
-def _increase(t: Sequence[int], ws: Windows, span: int, p: int, k: float) -> list[float]:
-    if k == 1.0:  # counts stay ints: the simPod frames write them without a conversion
-        return _differences(t, ws)  # type: ignore[return-value]  # ints are floats to mypy
-    return [d * k for d in _differences(t, ws)]
-
-
-def _elapsed_rate(grid: Grid) -> WindowFunction:
-    """``rate`` over windows of a point's slices, each divided by the seconds it has lasted:
-    a window holding now has lasted since its start (at least a second), not its span."""
-    first, now = grid.first, grid.now
-
-    def rate(t: Sequence[int], ws: Windows, span: int, p: int, k: float) -> list[float]:
-        return [
-            d * k / max(min(now, first + a * p) - (first + b * p), 1.0)
-            for d, (b, a) in zip(_differences(t, ws), ws, strict=True)
-        ]
-
-    return rate
-
-
-_WINDOW_FUNCTIONS: dict[str, WindowFunction] = {
-    "increase": _increase,
-    "rate": lambda t, ws, span, p, k: [d * k / span for d in _differences(t, ws)],
-    "irate": lambda t, ws, span, p, k: [(t[a] - t[a - 1]) * k / p for b, a in ws],  # last slice
-    "sum_over_time": lambda t, ws, span, p, k: [sum(_sample_values(t, b, a)) * k for b, a in ws],
-    "avg_over_time": lambda t, ws, span, p, k: [
-        math.fsum(_sample_values(t, b, a)) / (a - b) * k for b, a in ws
-    ],
-    "max_over_time": lambda t, ws, span, p, k: [max(_sample_values(t, b, a)) * k for b, a in ws],
-    "min_over_time": lambda t, ws, span, p, k: [min(_sample_values(t, b, a)) * k for b, a in ws],
-    "count_over_time": lambda t, ws, span, p, k: [float(a - b) for b, a in ws],
-    "last_over_time": lambda t, ws, span, p, k: [t[a] * k for b, a in ws],
-}
 
 
 def evaluate(

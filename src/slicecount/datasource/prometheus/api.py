@@ -12,7 +12,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from slicecount.datasource.discovery import SeriesInfo
-from slicecount.datasource.execute import Answer, Query, run
+from slicecount.datasource.execute import Answer, run
+from slicecount.datasource.planning import Query
 from slicecount.datasource.prometheus import results
 from slicecount.datasource.prometheus.names import Catalogue, parse_promql
 from slicecount.datasource.prometheus.params import BadData, Params

@@ -1,8 +1,8 @@
-"""The ``slicecount`` command line. Only this module configures logging."""
+"""The ``slicecount`` group and its commands. Only this module configures logging; the options
+every command shares (its Settings) are ``options``."""
 
 from __future__ import annotations
 
-import functools
 import logging
 import os
 import signal
@@ -12,9 +12,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from slicecount.config import ENV_PREFIX, Settings
+from slicecount.cli.options import settings_options
+from slicecount.config import Settings
 from slicecount.config.topology import redact
-from slicecount.demo import state as demo_state
 from slicecount.errors import ConfigurationError, MissingExtra, SlicecountError
 from slicecount.store import Store
 
@@ -45,60 +45,6 @@ def main(verbose: int) -> None:
     """slicecount: counters over time in Redis, at seven precisions at once."""
     level = logging.INFO - 10 * verbose
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-
-
-SETTINGS_OPTIONS = ("redis_url", "prefix", "precisions", "retention", "shards")
-"""Settings given as options; each defaults to its SLICECOUNT_* variable, e.g. --redis-url to
-SLICECOUNT_REDIS_URL."""
-
-
-def settings_options(command: Callable[..., Any]) -> Callable[..., Any]:
-    """The Settings every command shares, as options that default to ``SLICECOUNT_*``."""
-    options = [
-        click.option(
-            "--redis-url", help="redis://, rediss:// or unix:// URL [SLICECOUNT_REDIS_URL]"
-        ),
-        click.option("--prefix", help="key prefix [SLICECOUNT_PREFIX]"),
-        click.option(
-            "--precisions", help="slice lengths in seconds, e.g. 1,5,60 [SLICECOUNT_PRECISIONS]"
-        ),
-        click.option(
-            "--retention", help="slices kept: 120, or 1=300,60=1440 [SLICECOUNT_RETENTION]"
-        ),
-        click.option("--shards", type=int, help="registry shards [SLICECOUNT_SHARDS]"),
-    ]
-
-    @functools.wraps(command)
-    def wrapper(**kwargs: Any) -> Any:
-        given = {
-            k: kwargs.pop(k) for k in ("redis_url", "prefix", "precisions", "retention", "shards")
-        }
-        if "token" in kwargs:
-            given["token"] = kwargs.pop("token")
-        if given["redis_url"] is None and not os.environ.get(ENV_PREFIX + "REDIS_URL"):
-            given["redis_url"] = demo_redis_url()
-        try:
-            settings = Settings.from_env(**given)
-        except SlicecountError as exc:
-            raise click.BadParameter(str(exc)) from None
-        return command(settings=settings, **kwargs)
-
-    for option in reversed(options):
-        wrapper = option(wrapper)
-    return wrapper
-
-
-def demo_redis_url() -> str | None:
-    """The Redis of a ``slicecount demo`` running now, said on stderr, else None."""
-    running = demo_state.running()
-    if running is None:
-        return None
-    click.echo(
-        f"reading the running demo's redis {running.redis_url} (pid {running.pid}); "
-        "--redis-url or SLICECOUNT_REDIS_URL to choose another",
-        err=True,
-    )
-    return running.redis_url
 
 
 @main.command()
@@ -331,7 +277,3 @@ def demo(duration: float | None, port: int, rate: float, seed: int | None, synth
         click.echo(stopped.report(), err=True)
         sys.exit(1)
     click.echo(stopped.report())
-
-
-if __name__ == "__main__":
-    main()
