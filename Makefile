@@ -55,6 +55,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_prometheus.py
 	$(BIN)/python benchmarks/bench_cleaner.py
 	$(BIN)/python benchmarks/bench_cluster.py
+	$(BIN)/python benchmarks/bench_vs_prometheus.py
 
 # Unique counts (issue 15): add_unique() rate, flush cost and Redis memory, then how a flush
 # should encode the values (PFADD per value / per slice / an in-process HyperLogLog), a few minutes

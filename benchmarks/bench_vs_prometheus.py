@@ -198,6 +198,16 @@ class Refresh:
     seconds: list[float] = field(default_factory=list)
     refused: set[str] = field(default_factory=set)
     why: str = ""
+    series: int = 0  # series in the warm-up refresh's answers (both should do the same work)
+    step: str = ""
+
+
+def answered_series(body: bytes) -> int:
+    try:
+        result = json.loads(body)["data"]["result"]
+    except (ValueError, KeyError, TypeError):
+        return 0
+    return len(result) if isinstance(result, list) else 0
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -220,6 +230,9 @@ def time_refreshes(
                 seconds, answers = clients[server].refresh(requests)
                 result = results.setdefault((name, server), Refresh())
                 if r == 0:
+                    result.series = sum(answered_series(a.body) for a in answers)
+                    ranged = next(q.form for q in requests if q.path == "query_range")
+                    result.step = f"step {ranged['step']} s"
                     continue
                 result.seconds.append(seconds)
                 for request, answer in zip(requests, answers, strict=True):
@@ -360,6 +373,7 @@ def report(run: Run, figures: list[Figure]) -> None:
             f"   {name + ', p50 / p99':<34}{f'{s50:.0f} / {s99:.0f} ms':>24}"
             f"{f'{p50:.0f} / {p99:.0f} ms':>24}{f'{s50 / p50:.1f} / {s99 / p99:.1f}x':>14}"
         )
+        print(f"   {'   series answered (' + sc.step + ')':<34}{sc.series:>24}{prom.series:>24}")
         print(f"   {'   panels refused (4xx)':<34}{f'{len(sc.refused)} of {targets}':>24}"
               f"{f'{len(prom.refused)} of {targets}':>24}")  # fmt: skip
         for server, result in (("slicecount", sc), ("prometheus", prom)):
@@ -405,10 +419,14 @@ def report(run: Run, figures: list[Figure]) -> None:
     )
     for label, shown in rows:
         print(f"   {label:<34}{shown(sc_acc):>24}{shown(prom_acc):>24}")
+    figures.append(Figure(f"{key}.series_true", f"{t.routes} routes, request series with "
+                          "requests", t.request_series(), "series", "higher"))  # fmt: skip
     for server, acc in run.accuracy.items():
         if acc.failure:
             print(f"      {server} did not answer the accuracy query: {acc.failure}")
         figures += [
+            Figure(f"{key}.exact.{server}", f"{t.routes} routes, 1 h graph, sum, {server} "
+                   "exact points", acc.total_exact, "points", "higher"),
             Figure(f"{key}.error.{server}", f"{t.routes} routes, 1 h graph by route, {server} "
                    "mean |error|", acc.route_error, "%", "lower"),
             Figure(f"{key}.series_now.{server}", f"{t.routes} routes, {server} "
