@@ -23,9 +23,34 @@ route over the last hour at a 15 s step, against the requests in [t - 60, t); an
 ``count(http_requests_total)`` at the end against the series that had requests. Nothing is
 asserted; a server that does not start exits non-zero. The machine is shared and noisy.
 
-One run (main 2a0c0de's engine, the book's layout; a 2-core machine shared with other work):
+The baseline of issue 24 (layers2 cfcbf5f: the one engine on the book's layout, default
+limits; 4 min on a 2-core machine at a load average of about 4; p50 / p99 over 20 refreshes):
 
-    (figures filled in below)
+    routes                                   40                        80
+    series (requests; all)        558; 1 245 sc / 1 860 prom  1 107; 2 506 sc / 3 739 prom
+    requests, Prometheus samples      287 615, 873 632            576 685, 1 747 291
+                                 slicecount   Prometheus     slicecount    Prometheus
+    last 5 minutes (step 15 s)    227 / 281     69 / 85       481 / 602    146 / 217 ms
+        ratio p50 / p99                3.3 / 3.3x                   3.3 / 2.8x
+    last 1 hour (step 15 s)       618 / 798    491 / 685     1282 / 1507  1098 / 1242 ms
+        ratio p50 / p99                1.3 / 1.2x                   1.2 / 1.2x
+    last 24 hours (step 2 m)      946 / 1095   320 / 356     1992 / 2721  1331 / 1721 ms
+        ratio p50 / p99                3.0 / 3.1x                   1.5 / 1.6x
+    panels refused (of 8)           0             0          3 (24 h)       0
+    bytes of the 2 h              4.59 MB       1.46 MB       8.44 MB      2.85 MB
+        per hash field / sample   33.9 B        1.67 B        32.2 B       1.63 B
+    1 h graph sum, mean |error|    1.1 %         1.0 %         0.9 %        0.7 %
+        exact of 241 points         62            1             62           0
+    1 h graph by route, |error|   10.4 %         8.1 %        11.3 %        8.7 %
+        exact (point, route)     2 995/9 640    394/9 640    5 961/19 280  801/19 280
+    count(http_requests_total)    277/558       558/558      517/1 107    1 107/1 107
+
+The 80-route "last 24 hours" refresh: the three quantile panels refused (422,
+max_computed_points). Redis's MEMORY USAGE summed over the keys says 3.81 and 7.54 MB (listpacks
+counted by their used bytes, not their allocations). Took: writing slicecount 19-26 s (a
+cleaner pass per simulated minute), promtool 3-4 s, the refreshes 57 and 128 s. A run at a load
+average of 8-11 measured every latency 2-3x higher, with ratios of 3.4x, 1.2x and 3.3x (p50)
+for 40 routes: read the ratios, not the milliseconds.
 """
 
 from __future__ import annotations
