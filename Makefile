@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DEMO_STAMP := $(VENV)/.demo-installed
 
-.PHONY: demo test quick dist docs docs-serve bench bench-compare bench-exactness bench-failover bench-unique clean
+.PHONY: demo test quick dist docs docs-serve bench bench-compare bench-exactness bench-failover bench-unique bench-vs-prometheus clean
 CODE := src tests benchmarks examples tools
 # The docs site: --strict turns a broken link or anchor, or a stale generated reference page,
 # into an error (never --quiet: it hides the warnings strict mode counts). ~2 s.
@@ -55,6 +55,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_prometheus.py
 	$(BIN)/python benchmarks/bench_cleaner.py
 	$(BIN)/python benchmarks/bench_cluster.py
+	$(BIN)/python benchmarks/bench_vs_prometheus.py
 
 # Unique counts (issue 15): add_unique() rate, flush cost and Redis memory, then how a flush
 # should encode the values (PFADD per value / per slice / an in-process HyperLogLog), a few minutes
@@ -65,6 +66,11 @@ bench-unique: $(STAMP)
 # slicecount and a real Prometheus (Debian's) count the same known traffic (a few minutes)
 bench-exactness: $(STAMP)
 	$(BIN)/python benchmarks/bench_prometheus_exactness.py $(ARGS)
+
+# slicecount beside Debian's Prometheus on the same seeded 2 h of traffic (40 and 80 routes):
+# dashboard refreshes, bytes, accuracy (issue 24's baseline; ARGS=--quick for a small run)
+bench-vs-prometheus: $(STAMP)
+	$(BIN)/python benchmarks/bench_vs_prometheus.py $(ARGS)
 
 # What a failover loses: writers through a master's SIGKILL, cluster and Sentinel (minutes)
 bench-failover: $(STAMP)

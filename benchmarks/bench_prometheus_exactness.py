@@ -26,7 +26,6 @@ import http.client
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -43,7 +42,8 @@ from prometheus_client import CollectorRegistry, Counter, make_wsgi_app
 from werkzeug.middleware.dispatcher import DispatcherMiddleware
 
 import slicecount
-from figures import Figure, emit, json_flag  # beside this file (python puts it on sys.path)
+from children import Child  # beside this file (python puts it on sys.path)
+from figures import Figure, emit, json_flag
 from slicecount import Store, parse_series
 from slicecount.embedded import EmbeddedRedis, free_port, listen
 from slicecount.middleware.flask import SliceCount
@@ -68,7 +68,6 @@ GUARD = 0.25
 """No request is scheduled this close to a minute boundary, so which minute a request falls
 in cannot depend on which clock (client, handler, slicecount's count at the response's end)
 is asked."""
-START_TIMEOUT = 30.0
 
 
 # -- the app (gunicorn imports this module and calls create_app()) ---------------------------
@@ -111,56 +110,6 @@ def create_app() -> Flask:
 
 
 # -- servers ---------------------------------------------------------------------------------
-
-
-class Child:
-    """A server in a child process, its output in a log file; stopped by its own pid."""
-
-    def __init__(
-        self,
-        name: str,
-        command: list[str],
-        logs: Path,
-        env: dict[str, str],
-        sock: socket.socket | None = None,
-    ) -> None:
-        """``sock``: the listening socket the server takes (``listen()``), so the server that
-        answers on its port is this one; closed here once the child holds it."""
-        self.name = name
-        self.log = logs / f"{name}.log"
-        with self.log.open("wb") as output:
-            self.process = subprocess.Popen(
-                command, env=env, stdout=output, stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL, start_new_session=True,
-                pass_fds=() if sock is None else (sock.fileno(),),
-            )  # fmt: skip
-        if sock is not None:
-            sock.close()
-
-    def wait_ready(self, url: str) -> None:
-        """Until ``url`` answers 200; else exit non-zero with the end of the log."""
-        deadline = time.monotonic() + START_TIMEOUT
-        while time.monotonic() < deadline and self.process.poll() is None:
-            try:
-                with urllib.request.urlopen(url, timeout=2) as response:
-                    if response.status == 200:
-                        return
-            except OSError:
-                pass
-            time.sleep(0.2)
-        self.stop()
-        tail = self.log.read_text(errors="replace")[-2000:]
-        raise SystemExit(f"{self.name} did not start ({url}):\n{tail}")
-
-    def stop(self) -> None:
-        """SIGTERM (gunicorn's worker then flushes its counts), SIGKILL after 15 s."""
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(15)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
 
 
 def prometheus_config(app_port: int, interval: int) -> str:

@@ -1,0 +1,490 @@
+"""slicecount beside a real Prometheus on the same seeded traffic: dashboard refreshes, bytes,
+accuracy against the truth (the baseline of issue 24).
+
+    python benchmarks/bench_vs_prometheus.py [--routes 40 80] [--repeats 20] [--quick] [--json]
+
+For each app size, two hours of seeded traffic ending now (``seeded_traffic.py``: N routes,
+their methods, statuses and latencies) are written into slicecount as its middleware counts
+them (``Store.apply`` a simulated minute at a time, a cleaner pass after each, so the store
+holds what a cleaned production store holds) in a private redis-server; the same requests,
+exposed as a client library exposes them (``http_requests_total``, the
+``http_request_duration_seconds`` histogram with the same ``le`` bounds) and scraped every
+15 s, are backfilled into Debian's Prometheus with ``promtool tsdb create-blocks-from
+openmetrics``. Then ``/usr/bin/prometheus`` serves those blocks and slicecount's datasource
+(uvicorn, its clock starting at the traffic's end) serves the Redis. The targets of the shipped
+dashboard ``grafana/dashboards/http-overview-prometheus.json`` go to both as Grafana sends them
+(``grafana_refresh.py``: form POSTs, 6 at a time, steps from 900 points a panel: 15 s for the
+last 5 minutes and the last hour, 2 m for the last 24 hours; ``$__rate_interval`` 1m0s, 1m0s,
+2m15s), each refresh R times alternating the servers; p50 and p99 of a refresh, the ratio
+slicecount / Prometheus, and panels refused (4xx). Bytes: Redis's used_memory over the empty
+server's and MEMORY USAGE summed over the keys, per hash field; Prometheus's blocks on disk
+(chunks, index, meta) per sample. Accuracy: ``increase(http_requests_total[1m])`` summed and by
+route over the last hour at a 15 s step, against the requests in [t - 60, t); and
+``count(http_requests_total)`` at the end against the series that had requests. Nothing is
+asserted; a server that does not start exits non-zero. The machine is shared and noisy.
+
+The baseline of issue 24 (layers2 cfcbf5f: the one engine on the book's layout, default
+limits; 4 min on a 2-core machine at a load average of about 4; p50 / p99 over 20 refreshes):
+
+    routes                                   40                        80
+    series (requests; all)        558; 1 245 sc / 1 860 prom  1 107; 2 506 sc / 3 739 prom
+    requests, Prometheus samples      287 615, 873 632            576 685, 1 747 291
+                                 slicecount   Prometheus     slicecount    Prometheus
+    last 5 minutes (step 15 s)    227 / 281     69 / 85       481 / 602    146 / 217 ms
+        ratio p50 / p99                3.3 / 3.3x                   3.3 / 2.8x
+    last 1 hour (step 15 s)       618 / 798    491 / 685     1282 / 1507  1098 / 1242 ms
+        ratio p50 / p99                1.3 / 1.2x                   1.2 / 1.2x
+    last 24 hours (step 2 m)      946 / 1095   320 / 356     1992 / 2721  1331 / 1721 ms
+        ratio p50 / p99                3.0 / 3.1x                   1.5 / 1.6x
+    panels refused (of 8)           0             0          3 (24 h)       0
+    bytes of the 2 h              4.59 MB       1.46 MB       8.44 MB      2.85 MB
+        per hash field / sample   33.9 B        1.67 B        32.2 B       1.63 B
+    1 h graph sum, mean |error|    1.1 %         1.0 %         0.9 %        0.7 %
+        exact of 241 points         62            1             62           0
+    1 h graph by route, |error|   10.4 %         8.1 %        11.3 %        8.7 %
+        exact (point, route)     2 995/9 640    394/9 640    5 961/19 280  801/19 280
+    count(http_requests_total)    277/558       558/558      517/1 107    1 107/1 107
+
+The 80-route "last 24 hours" refresh: the three quantile panels refused (422,
+max_computed_points). Redis's MEMORY USAGE summed over the keys says 3.81 and 7.54 MB (listpacks
+counted by their used bytes, not their allocations). Took: writing slicecount 19-26 s (a
+cleaner pass per simulated minute), promtool 3-4 s, the refreshes 57 and 128 s. A run at a load
+average of 8-11 measured every latency 2-3x higher, with ratios of 3.4x, 1.2x and 3.3x (p50)
+for 40 routes: read the ratios, not the milliseconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import redis
+
+import slicecount
+from children import Child  # beside this file (python puts it on sys.path)
+from figures import Figure, emit, json_flag
+from grafana_refresh import Client, dashboard_targets, refresh_requests
+from seeded_traffic import SCRAPE_INTERVAL, Traffic, generate, openmetrics, scrape_times
+from slicecount import Store
+from slicecount.cleaner import Cleaner
+from slicecount.embedded import EmbeddedRedis, free_port, listen
+
+HERE = Path(__file__).resolve().parent
+DASHBOARD = HERE.parent / "grafana" / "dashboards" / "http-overview-prometheus.json"
+REFRESHES = (("last 5 minutes", 300), ("last 1 hour", 3600), ("last 24 hours", 86400))
+SERVERS = ("slicecount", "prometheus")
+HISTORY = 7200
+SEED = 24
+SCRAPE_OFFSET = 7
+"""Seconds past each 15 s boundary at which the simulated Prometheus scrapes."""
+NOW_VARIABLE = "BENCH_VS_PROMETHEUS_NOW"
+"""The epoch second the datasource's clock reads when it starts (the traffic's end)."""
+SUM_INCREASE = "sum(increase(http_requests_total[1m]))"
+ROUTE_INCREASE = 'sum by (route) (increase(http_requests_total{route=~".*",method=~".*"}[1m]))'
+
+
+def datasource_app() -> Any:
+    """``uvicorn --factory bench_vs_prometheus:datasource_app``: the datasource from the
+    ``SLICECOUNT_*`` environment (default limits unless set there), its clock running from the
+    traffic's end, so Grafana's "now" is that end and the discovery cache expires as it does."""
+    from slicecount.config import Settings
+    from slicecount.datasource.app import create_app
+    from slicecount.datasource.limits import Limits
+
+    shift = time.time() - float(os.environ[NOW_VARIABLE])
+    return create_app(
+        Settings.from_env(), limits=Limits.from_env(os.environ), clock=lambda: time.time() - shift
+    )
+
+
+# -- writing both -------------------------------------------------------------------------
+
+
+@dataclass
+class Sizes:
+    """What each side holds after the traffic was written."""
+
+    redis_used: int = 0  # used_memory over the empty server's
+    redis_keys: int = 0  # MEMORY USAGE summed over the keys
+    fields: int = 0  # hash fields of count: keys (slices stored)
+    keys: int = 0
+    prometheus_bytes: int = 0  # the blocks' files
+    samples: int = 0
+    prometheus_series: int = 0
+    seconds: dict[str, float] = field(default_factory=dict)
+
+
+def write_slicecount(url: str, traffic: Traffic, sizes: Sizes) -> None:
+    """A simulated minute at a time, then a cleaner pass at the minute's end, as a flushing
+    writer and the sidecar cleaner leave Redis; then the bytes it holds."""
+    client = redis.Redis.from_url(url)
+    empty = int(client.info("memory")["used_memory"])
+    simulated = [float(traffic.start)]
+    with Store.from_url(url) as store:
+        cleaner = Cleaner(store, clock=lambda: simulated[0])
+        for minute_end, counts in traffic.minutes():
+            refused = store.apply(counts)
+            if refused:
+                raise SystemExit(f"slicecount refused {refused} increments of the traffic")
+            simulated[0] = float(minute_end)
+            cleaner.run_once()
+    # A pass's lease lives two intervals of real time; simulated passes outran them. In
+    # production one or two exist at a time: not the history's bytes.
+    leases = list(client.scan_iter(match="cleaner:lease:*", count=1000))
+    if leases:
+        client.delete(*leases)
+    sizes.redis_used = int(client.info("memory")["used_memory"]) - empty
+    for key in client.scan_iter(count=1000):
+        sizes.keys += 1
+        sizes.redis_keys += int(client.memory_usage(key, samples=0) or 0)
+        if key.startswith(b"count:"):
+            sizes.fields += int(client.hlen(key))
+    client.close()
+
+
+def backfill_prometheus(promtool: str, traffic: Traffic, folder: Path, sizes: Sizes) -> Path:
+    """The OpenMetrics text of every scrape, backfilled into blocks; returns the data folder."""
+    text, data = folder / "scrapes.om", folder / "tsdb"
+    with text.open("w") as output:
+        for line in openmetrics(traffic, scrape_times(traffic, SCRAPE_OFFSET)):
+            output.write(line)
+            sizes.samples += not line.startswith("#")
+    made = subprocess.run(
+        [promtool, "tsdb", "create-blocks-from", "openmetrics", str(text), str(data)],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    if made.returncode != 0:
+        raise SystemExit(
+            f"promtool could not backfill:\n{made.stdout[-2000:]}{made.stderr[-2000:]}"
+        )
+    sizes.prometheus_bytes = sum(f.stat().st_size for f in data.rglob("*") if f.is_file())
+    text.unlink()
+    return data
+
+
+def start_prometheus(binary: str, data: Path, logs: Path, stack: contextlib.ExitStack) -> str:
+    """Prometheus on ``data``'s blocks at a free port, checked to be this one (its flags name
+    ``data``); returns its URL."""
+    port = free_port()
+    config = logs / "prometheus.yml"
+    config.write_text("global:\n  scrape_interval: 15s\nscrape_configs: []\n")
+    child = Child("prometheus", [
+        binary, f"--config.file={config}", f"--storage.tsdb.path={data}",
+        "--storage.tsdb.retention.time=3650d", f"--web.listen-address=127.0.0.1:{port}",
+        "--log.level=warn",
+    ], logs, dict(os.environ))  # fmt: skip
+    stack.callback(child.stop)
+    url = f"http://127.0.0.1:{port}"
+    child.wait_ready(f"{url}/-/ready")
+    with urllib.request.urlopen(f"{url}/api/v1/status/flags", timeout=10) as response:
+        flags = json.load(response).get("data", {})
+    if flags.get("storage.tsdb.path") != str(data):
+        raise SystemExit(f"the server on port {port} is not the Prometheus started here: {flags}")
+    return url
+
+
+def start_datasource(redis_url: str, now: int, logs: Path, stack: contextlib.ExitStack) -> str:
+    """slicecount's datasource under uvicorn on a socket bound here; returns its URL."""
+    sock = listen()
+    port = sock.getsockname()[1]
+    tree = str(Path(slicecount.__file__).resolve().parent.parent)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([tree, str(HERE)]),
+           "SLICECOUNT_REDIS_URL": redis_url, NOW_VARIABLE: str(now)}  # fmt: skip
+    child = Child("datasource", [
+        sys.executable, "-m", "uvicorn", "--factory", f"{Path(__file__).stem}:datasource_app",
+        "--fd", str(sock.fileno()), "--log-level", "warning",
+    ], logs, env, sock)  # fmt: skip
+    stack.callback(child.stop)
+    url = f"http://127.0.0.1:{port}"
+    child.wait_ready(f"{url}/")
+    return url
+
+
+# -- measuring --------------------------------------------------------------------------------
+
+
+@dataclass
+class Refresh:
+    """One refresh kind on one server: seconds of each repeat, panels refused (and why)."""
+
+    seconds: list[float] = field(default_factory=list)
+    refused: set[str] = field(default_factory=set)
+    why: str = ""
+    series: int = 0  # series in the warm-up refresh's answers (both should do the same work)
+    step: str = ""
+
+
+def answered_series(body: bytes) -> int:
+    try:
+        result = json.loads(body)["data"]["result"]
+    except (ValueError, KeyError, TypeError):
+        return 0
+    return len(result) if isinstance(result, list) else 0
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def time_refreshes(
+    clients: dict[str, Client], now: int, repeats: int
+) -> dict[tuple[str, str], Refresh]:
+    """Every refresh kind, ``repeats`` times after one warm-up, alternating which server goes
+    first."""
+    targets = dashboard_targets(DASHBOARD)
+    results: dict[tuple[str, str], Refresh] = {}
+    for name, span in REFRESHES:
+        requests = refresh_requests(targets, now, span, SCRAPE_INTERVAL)
+        for r in range(repeats + 1):
+            order = SERVERS if r % 2 == 0 else SERVERS[::-1]
+            for server in order:
+                seconds, answers = clients[server].refresh(requests)
+                result = results.setdefault((name, server), Refresh())
+                if r == 0:
+                    result.series = sum(answered_series(a.body) for a in answers)
+                    ranged = next(q.form for q in requests if q.path == "query_range")
+                    result.step = f"step {ranged['step']} s"
+                    continue
+                result.seconds.append(seconds)
+                for request, answer in zip(requests, answers, strict=True):
+                    if answer.status != 200:
+                        result.refused.add(f"{request.panel} {request.ref}")
+                        result.why = result.why or f"{answer.status} {answer.body[:160]!r}"
+    return results
+
+
+@dataclass
+class Accuracy:
+    total_error: float | None  # mean |error| % of the sum over routes, where the truth is > 0
+    total_exact: int
+    route_error: float | None
+    route_exact: int
+    points: int  # grid points
+    route_points: int  # (point, route) pairs
+    series_now: int | None  # count(http_requests_total) at the end
+    failure: str = ""
+
+
+def answer_points(client: Client, form: dict[str, str]) -> dict[tuple[str, int], float] | str:
+    """{(route or "", time): value} of a range query, or why there is none."""
+    answer = client.ask("query_range", form)
+    if answer.status != 200:
+        return f"HTTP {answer.status} {answer.body[:160]!r}"
+    points: dict[tuple[str, int], float] = {}
+    for series in json.loads(answer.body)["data"]["result"]:
+        for at, value in series["values"]:
+            points[(series["metric"].get("route", ""), int(float(at)))] = float(value)
+    return points
+
+
+def relative(errors: list[float]) -> float | None:
+    return 100 * statistics.fmean(errors) if errors else None
+
+
+def accuracy(client: Client, traffic: Traffic, now: int) -> Accuracy:
+    """The last hour's ``increase(...[1m])`` at a 15 s step against the requests in [t-60, t)."""
+    start, step = now - 3600, SCRAPE_INTERVAL
+    grid = range(start, now + 1, step)
+    span = {"start": str(start), "end": str(now), "step": str(step)}
+    total = answer_points(client, {"query": SUM_INCREASE, **span})
+    by_route = answer_points(client, {"query": ROUTE_INCREASE, **span})
+    count = client.ask("query", {"query": "count(http_requests_total)", "time": str(now)})
+    series_now = None
+    if count.status == 200:
+        result = json.loads(count.body)["data"]["result"]
+        series_now = int(float(result[0]["value"][1])) if result else 0
+    if isinstance(total, str) or isinstance(by_route, str):
+        failure = total if isinstance(total, str) else str(by_route)
+        return Accuracy(None, 0, None, 0, len(grid), 0, series_now, failure)
+    tallies: list[tuple[list[float], list[int]]] = []
+    for points, routes in ((total, [None]), (by_route, list(traffic.per_route))):
+        errors, exact = [], [0]
+        for route in routes:
+            for at in grid:
+                true = traffic.requests_in(route, at - 60, at)
+                got = points.get((route or "", at), 0.0)
+                exact[0] += abs(got - true) < 1e-6
+                if true:
+                    errors.append(abs(got - true) / true)
+        tallies.append((errors, exact))
+    (total_errors, total_exact), (route_errors, route_exact) = tallies
+    return Accuracy(
+        relative(total_errors), total_exact[0], relative(route_errors), route_exact[0],
+        len(grid), len(grid) * len(traffic.per_route), series_now,
+    )  # fmt: skip
+
+
+# -- one app size, and the report --------------------------------------------------------------
+
+
+@dataclass
+class Run:
+    traffic: Traffic
+    sizes: Sizes
+    refreshes: dict[tuple[str, str], Refresh]
+    accuracy: dict[str, Accuracy]
+
+
+def timed(sizes: Sizes, what: str, job: Callable[[], Any]) -> Any:
+    started = time.perf_counter()
+    result = job()
+    sizes.seconds[what] = time.perf_counter() - started
+    return result
+
+
+def run_size(routes: int, history: int, repeats: int, binaries: tuple[str, str]) -> Run:
+    prometheus, promtool = binaries
+    now = int(time.time()) // 60 * 60
+    sizes = Sizes()
+    traffic = timed(sizes, "traffic", lambda: generate(routes, now, history, SEED))
+    with contextlib.ExitStack() as stack:
+        folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-vs-prom-")))
+        server = stack.enter_context(EmbeddedRedis())
+        timed(sizes, "slicecount write", lambda: write_slicecount(server.url, traffic, sizes))
+        data = timed(sizes, "promtool backfill",
+                     lambda: backfill_prometheus(promtool, traffic, folder, sizes))  # fmt: skip
+        urls = {
+            "prometheus": start_prometheus(prometheus, data, folder, stack),
+            "slicecount": start_datasource(server.url, now, folder, stack),
+        }
+        clients = {name: Client(url) for name, url in urls.items()}
+        for client in clients.values():
+            stack.callback(client.close)
+        loaded = clients["prometheus"].json("query", {"query": "count({__name__=~'http_.+'})",
+                                                      "time": str(now)})  # fmt: skip
+        result = loaded["data"]["result"]
+        sizes.prometheus_series = int(float(result[0]["value"][1])) if result else 0
+        if not sizes.prometheus_series:
+            raise SystemExit("Prometheus did not load the backfilled blocks (no http_ series)")
+        checked = {name: accuracy(client, traffic, now) for name, client in clients.items()}
+        refreshes = timed(sizes, "refreshes", lambda: time_refreshes(clients, now, repeats))
+    return Run(traffic, sizes, refreshes, checked)
+
+
+def ms(values: list[float]) -> tuple[float, float]:
+    return 1000 * statistics.median(values), 1000 * percentile(values, 0.99)
+
+
+def percent(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f} %"
+
+
+def report(run: Run, figures: list[Figure]) -> None:
+    t, s, key = run.traffic, run.sizes, f"r{run.traffic.routes}"
+    targets = len(dashboard_targets(DASHBOARD))
+    print(f"\n== {t.routes} routes: {t.events:,} requests over {t.seconds // 3600} h, "
+          f"{t.request_series()} request series; slicecount {len(t.counts)} series, "
+          f"Prometheus {s.prometheus_series} series, {s.samples:,} samples")  # fmt: skip
+    print("   took " + ", ".join(f"{k} {v:.1f} s" for k, v in s.seconds.items()))
+    print(f"   {'':<34}{'slicecount':>24}{'Prometheus':>24}{'ratio':>14}")
+    for name, _ in REFRESHES:
+        sc, prom = run.refreshes[(name, "slicecount")], run.refreshes[(name, "prometheus")]
+        (s50, s99), (p50, p99) = ms(sc.seconds), ms(prom.seconds)
+        print(
+            f"   {name + ', p50 / p99':<34}{f'{s50:.0f} / {s99:.0f} ms':>24}"
+            f"{f'{p50:.0f} / {p99:.0f} ms':>24}{f'{s50 / p50:.1f} / {s99 / p99:.1f}x':>14}"
+        )
+        print(f"   {'   series answered (' + sc.step + ')':<34}{sc.series:>24}{prom.series:>24}")
+        print(f"   {'   panels refused (4xx)':<34}{f'{len(sc.refused)} of {targets}':>24}"
+              f"{f'{len(prom.refused)} of {targets}':>24}")  # fmt: skip
+        for server, result in (("slicecount", sc), ("prometheus", prom)):
+            if result.refused:
+                print(f"      {server} refused {sorted(result.refused)}: {result.why}")
+        slug = name.replace("last ", "").replace(" ", "")
+        for server, (p50_, p99_) in (("slicecount", (s50, s99)), ("prometheus", (p50, p99))):
+            figures += [
+                Figure(f"{key}.{slug}.{server}.p50", f"{t.routes} routes, {name}, {server} p50",
+                       p50_, "ms", "lower"),
+                Figure(f"{key}.{slug}.{server}.p99", f"{t.routes} routes, {name}, {server} p99",
+                       p99_, "ms", "lower"),
+            ]  # fmt: skip
+        figures += [
+            Figure(f"{key}.{slug}.ratio.p99", f"{t.routes} routes, {name}, p99 slicecount / "
+                   "Prometheus", s99 / p99, "x", "lower"),
+            Figure(f"{key}.{slug}.slicecount.refused", f"{t.routes} routes, {name}, slicecount "
+                   "panels refused", len(sc.refused), "panels", "lower"),
+        ]  # fmt: skip
+    per_field = s.redis_used / s.fields if s.fields else 0.0
+    per_sample = s.prometheus_bytes / s.samples if s.samples else 0.0
+    sc_bytes = f"{s.redis_used / 1e6:.2f} MB ({per_field:.1f} B/field)"
+    prom_bytes = f"{s.prometheus_bytes / 1e6:.2f} MB ({per_sample:.2f} B/sample)"
+    print(f"   {'bytes of the history':<34}{sc_bytes:>24}{prom_bytes:>24}"
+          f"{f'{s.redis_used / s.prometheus_bytes:.1f}x':>14}")  # fmt: skip
+    print(
+        f"      slicecount: {s.fields:,} hash fields in {s.keys:,} keys; MEMORY USAGE summed "
+        f"{s.redis_keys / 1e6:.2f} MB. Prometheus: chunks, index and meta of its blocks"
+    )
+    figures += [
+        Figure(f"{key}.bytes.slicecount", f"{t.routes} routes, Redis used_memory", s.redis_used,
+               "B", "lower"),
+        Figure(f"{key}.bytes.prometheus", f"{t.routes} routes, Prometheus blocks",
+               s.prometheus_bytes, "B", "lower"),
+    ]  # fmt: skip
+    sc_acc, prom_acc = run.accuracy["slicecount"], run.accuracy["prometheus"]
+    rows: tuple[tuple[str, Callable[[Accuracy], str]], ...] = (
+        ("1 h graph, sum: mean |error|", lambda a: percent(a.total_error)),
+        ("   exact points", lambda a: f"{a.total_exact} of {a.points}"),
+        ("1 h graph, by route: mean |error|", lambda a: percent(a.route_error)),
+        ("   exact (point, route)", lambda a: f"{a.route_exact} of {a.route_points}"),
+        ("count(http_requests_total) now", lambda a: f"{a.series_now} of {t.request_series()}"),
+    )
+    for label, shown in rows:
+        print(f"   {label:<34}{shown(sc_acc):>24}{shown(prom_acc):>24}")
+    figures.append(Figure(f"{key}.series_true", f"{t.routes} routes, request series with "
+                          "requests", t.request_series(), "series", "higher"))  # fmt: skip
+    for server, acc in run.accuracy.items():
+        if acc.failure:
+            print(f"      {server} did not answer the accuracy query: {acc.failure}")
+        figures += [
+            Figure(f"{key}.exact.{server}", f"{t.routes} routes, 1 h graph, sum, {server} "
+                   "exact points", acc.total_exact, "points", "higher"),
+            Figure(f"{key}.error.{server}", f"{t.routes} routes, 1 h graph by route, {server} "
+                   "mean |error|", acc.route_error, "%", "lower"),
+            Figure(f"{key}.series_now.{server}", f"{t.routes} routes, {server} "
+                   "count(http_requests_total)", acc.series_now, "series", "higher"),
+        ]  # fmt: skip
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--routes", type=int, nargs="+", help="app sizes (default 40 80)")
+    parser.add_argument("--repeats", type=int, help="timed refreshes of each kind (default 20)")
+    parser.add_argument("--history", type=int, help=f"seconds of traffic (default {HISTORY})")
+    parser.add_argument("--quick", action="store_true", help="10 routes, 1 h, 3 repeats")
+    parser.add_argument("--prometheus", default=shutil.which("prometheus") or "/usr/bin/prometheus")
+    parser.add_argument("--promtool", default=shutil.which("promtool") or "/usr/bin/promtool")
+    json_flag(parser)
+    args = parser.parse_args()
+    routes = args.routes or ([10] if args.quick else [40, 80])
+    repeats = args.repeats or (3 if args.quick else 20)
+    history = args.history or (3600 if args.quick else HISTORY)
+    for binary in (args.prometheus, args.promtool):
+        if not os.access(binary, os.X_OK):
+            raise SystemExit(f"no executable {binary} (apt-get install prometheus)")
+    version = subprocess.run([args.prometheus, "--version"], capture_output=True, text=True)
+    print((version.stdout + version.stderr).strip().partition("\n")[0])
+    print(f"dashboard {DASHBOARD.name}; {repeats} timed refreshes of each kind per server, "
+          "alternating; 6 requests at a time")  # fmt: skip
+    figures: list[Figure] = []
+    for size in routes:
+        report(run_size(size, history, repeats, (args.prometheus, args.promtool)), figures)
+    if args.json:
+        emit("vs_prometheus", figures)
+
+
+if __name__ == "__main__":
+    main()
