@@ -13,6 +13,10 @@ of the same reads is a second one. The alert: a 5xx ratio over 10 minutes at a 1
 points), and as an instant query. The app is called in-process (httpx's ASGI transport);
 measured requests and floors alternate in the same run. Targets: refresh p99 <= 2x the floor
 p99, alert p99 <= 50 ms. The machine is shared and noisy: compare runs, not one figure.
+
+The duration histogram is asked for by the name the tree under test lists
+(``http_request_duration_seconds_bucket`` since 0.2, ``http_request_duration_bucket`` before),
+so ``compare.py`` runs the same dashboard against older revisions too.
 """
 
 from __future__ import annotations
@@ -46,23 +50,29 @@ BUCKET_US = [3, 8, 20, 40, 80, 200, 400, 800, 2000, 4000, 8000, 12000]  # x 1000
 HISTORY, FINE = 7200, 600  # seconds written; the last FINE also at precisions 1 and 5
 STEP, SEL = 15, '{route=~".*",method=~".*"}'
 RATE = f"rate(http_requests_total{SEL}[1m0s])"
-BUCKETS = "http_request_duration_seconds_bucket"
-QUANTILE = "histogram_quantile({q}, sum by (le, {by}) (rate(" + BUCKETS + "{s}[1m0s])))"
-DASHBOARD = [  # (path, query): the "HTTP overview (Prometheus)" panels, and more of the kind
-    ("query_range", f"sum by (status) ({RATE})"),
-    ("query_range", f'(sum(rate(http_requests_total{{status=~"5..",route=~".*",method=~".*"}}'
-                    f"[1m0s])) or vector(0)) / sum({RATE}) * 100"),
-    *(("query_range", QUANTILE.format(q=q, by="route", s=SEL)) for q in ("0.5", "0.95", "0.99")),
-    ("query", f"topk(10, sum by (route) (increase(http_requests_total{SEL}[3600s])))"),
-    ("query_range", f"sum by (route) (increase(http_requests_total{SEL}[1m0s]))"),
-    ("query_range", f"topk(5, sum by (route) ({RATE}))"),
-    ("query_range", f"sum by (method) ({RATE})"),
-    ("query_range", "sum(rate(http_request_duration_seconds_sum[1m0s])) / "
-                    "sum(rate(http_request_duration_seconds_count[1m0s]))"),
-    ("query_range", 'sum by (route) (rate(http_requests_total{status=~"5.."}[1m0s])) / '
-                    "sum by (route) (rate(http_requests_total[1m0s]))"),
-    ("query_range", QUANTILE.format(q="0.95", by="method", s="")),
-]  # fmt: skip
+QUANTILE = "histogram_quantile({q}, sum by (le, {by}) (rate({h}_bucket{s}[1m0s])))"
+
+
+def dashboard(h: str) -> list[tuple[str, str]]:
+    """(path, query): the "HTTP overview (Prometheus)" panels, and more of the kind; ``h`` is
+    the duration histogram's base name (``http_request_duration_seconds``)."""
+    return [
+        ("query_range", f"sum by (status) ({RATE})"),
+        ("query_range", f'(sum(rate(http_requests_total{{status=~"5..",route=~".*",method=~".*"}}'
+                        f"[1m0s])) or vector(0)) / sum({RATE}) * 100"),
+        *(("query_range", QUANTILE.format(q=q, by="route", h=h, s=SEL))
+          for q in ("0.5", "0.95", "0.99")),
+        ("query", f"topk(10, sum by (route) (increase(http_requests_total{SEL}[3600s])))"),
+        ("query_range", f"sum by (route) (increase(http_requests_total{SEL}[1m0s]))"),
+        ("query_range", f"topk(5, sum by (route) ({RATE}))"),
+        ("query_range", f"sum by (method) ({RATE})"),
+        ("query_range", f"sum(rate({h}_sum[1m0s])) / sum(rate({h}_count[1m0s]))"),
+        ("query_range", 'sum by (route) (rate(http_requests_total{status=~"5.."}[1m0s])) / '
+                        "sum by (route) (rate(http_requests_total[1m0s]))"),
+        ("query_range", QUANTILE.format(q="0.95", by="method", h=h, s="")),
+    ]  # fmt: skip
+
+
 ALERT = 'sum(rate(http_requests_total{status=~"5.."}[1m])) / sum(rate(http_requests_total[1m]))'
 Request = tuple[str, dict[str, str]]  # (path, form)
 Read = tuple[list[str], int, int, int]  # one store.read: ids, precision, first, last slice
@@ -102,12 +112,12 @@ def write(url: str, now: int) -> None:
         assert store.apply(fine) == 0
 
 
-def requests(now: int) -> tuple[list[Request], list[Request]]:
+def requests(now: int, histogram: str) -> tuple[list[Request], list[Request]]:
     """The dashboard's 12 requests; the alert's range and instant requests."""
     start, end = (now - 3600) // STEP * STEP, now // STEP * STEP  # Grafana aligns to the step
     span = {"start": str(start), "end": str(end), "step": str(STEP)}
     panels = [(p, {"query": q, **span} if p == "query_range" else {"query": q, "time": str(end)})
-              for p, q in DASHBOARD]  # fmt: skip
+              for p, q in dashboard(histogram)]  # fmt: skip
     alert = {"query": ALERT, "start": str(now - 600), "end": str(now), "step": "1"}
     return panels, [("query_range", alert), ("query", {"query": ALERT, "time": str(now)})]
 
@@ -133,6 +143,14 @@ class Bench:
         assert response.status_code == 200 and answer["status"] == "success", response.text
         assert answer["data"]["result"], f"no series for {form['query']}"
         return answer
+
+    async def histogram(self) -> str:
+        """The duration histogram's base name as this tree lists it (``_seconds`` since 0.2)."""
+        response = await self.client.get("/api/v1/label/__name__/values")
+        names: list[str] = response.json()["data"]
+        bases = [n.removesuffix("_bucket") for n in names if n.endswith("_bucket")]
+        assert len(bases) == 1 and bases[0].startswith("http_request_duration"), names
+        return bases[0]
 
     async def recorded(self, request: Request) -> tuple[list[Read], list[str]]:
         """The store reads one request makes, and the infos of its answer."""
@@ -176,7 +194,7 @@ async def inline(func: Callable[..., Any], *args: Any, **_: Any) -> Any:
 
 async def run(url: str, now: int, rounds: int, profile: int) -> dict[str, list[float]]:
     bench = Bench(url, now)
-    panels, alerts = requests(now)
+    panels, alerts = requests(now, await bench.histogram())
     reads: list[Read] = []
     for request in panels:
         got, infos = await bench.recorded(request)

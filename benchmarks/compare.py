@@ -1,17 +1,20 @@
 """Before/after: every benchmark against a git revision's ``src/`` and this tree's, in one run.
 
     python benchmarks/compare.py --before main [--after REV] [--quick] [--cleaner]
-                                 [--repeat N] [--only recorder,datasource] [--json]
+                                 [--repeat N] [--only recorder,datasource,prometheus] [--json]
     make bench-compare BEFORE=main ARGS=--quick
 
 ``--before REV`` (and ``--after REV``; default: this working tree) is extracted with
 ``git archive REV src``. Each benchmark script of this tree runs in a fresh process with
 ``PYTHONPATH=<tree>/src``, alternating before/after (and swapping who goes first on each
-repeat), so both sides see the same machine weather. The scripts use only public API, so they
-run on both trees. The table shows each side's best figure over the repeats and after/before;
-whether that is good depends on the figure (higher or lower is better): the last column says
-"better" or "worse" past a 10% band, else "~". The machine is shared: trust ratios over
-several repeats, not one run.
+repeat), so both sides see the same machine weather. The scripts use only public API
+(``Recorder``, ``Store``, ``AsyncStore``, ``create_app``, the HTTP surfaces), so they run on
+both trees; what an older tree names differently they ask it for (bench_prometheus.py: the
+histogram's name). The table shows each side's best figure over the repeats, after/before of
+the bests, and the ratios of each repeat's pair (run back to back): their median and range.
+Whether a ratio is good depends on the figure (higher or lower is better): the last column
+says "better" or "worse" when the median ratio is past a 10% band, else "~". The machine is
+shared: trust the median of several repeats, not one run.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -34,7 +38,8 @@ BENCHMARKS: dict[str, tuple[list[str], list[str]]] = {
     "recorder": ([], ["--adds", "20000", "--series", "500", "--incr-events", "200",
                       "--rounds", "1"]),
     "middleware": ([], ["--requests", "200", "--naive-requests", "20", "--rounds", "2"]),
-    "datasource": ([], ["--loads", "3"]),
+    "datasource": (["--loads", "200"], ["--loads", "3"]),  # 200: a p99 of 200 samples, ~10 s
+    "prometheus": ([], ["--quick"]),
     "cleaner": ([], ["--names", "200"]),
 }  # fmt: skip
 NOISE = 0.10
@@ -97,28 +102,44 @@ def number(value: float | None) -> str:
     return f"{value:.2f}" if abs(value) >= 1 else f"{value:.4f}"
 
 
-def verdict(before: float | None, after: float | None, better: str) -> tuple[str, str]:
-    """(after/before, better | worse | ~) for one figure."""
-    if before is None or after is None or before == 0:
-        return "n/a", ""
-    ratio = after / before
+def paired(before: list[Record], after: list[Record], key: str) -> list[float]:
+    """after/before of one figure in each repeat (the two runs of a repeat are back to back)."""
+    ratios = []
+    for old, new in zip(before, after, strict=True):
+        values = [{f["key"]: f["value"] for f in r["figures"]}.get(key) for r in (old, new)]
+        if values[0] and values[1] is not None:
+            ratios.append(values[1] / values[0])
+    return ratios
+
+
+def verdict(ratios: list[float], better: str) -> tuple[str, str, str]:
+    """(median after/before, its range over the repeats, better | worse | ~) of one figure."""
+    if not ratios:
+        return "n/a", "", ""
+    ratio = statistics.median(ratios)
     gain = ratio - 1 if better == "higher" else 1 - ratio
     word = "~" if abs(gain) <= NOISE else ("better" if gain > 0 else "worse")
-    return f"{ratio:.2f}x", word
+    spread = f"{min(ratios):.2f}-{max(ratios):.2f}" if len(ratios) > 1 else ""
+    return f"{ratio:.2f}x", spread, word
 
 
-def table(rows: list[tuple[str, Record, Record | None]]) -> list[str]:
-    width = max([len(f["label"]) + len(f["unit"]) + 3 for _, f, _ in rows] + [10])
+Row = tuple[str, Record, Record | None, list[float]]  # benchmark, after's best, before's, ratios
+
+
+def table(rows: list[Row]) -> list[str]:
+    width = max([len(f["label"]) + len(f["unit"]) + 3 for _, f, _, _ in rows] + [10])
     lines = [
-        f"{'benchmark':<11} {'figure':<{width}} {'before':>13} {'after':>13} {'after/before':>13}"
+        f"{'benchmark':<11} {'figure':<{width}} {'before':>11} {'after':>11} {'best a/b':>9}"
+        f" {'median a/b':>11} {'range':>11}"
     ]
-    for name, after, before in rows:
+    for name, after, before, ratios in rows:
         label = f"{after['label']} ({after['unit']})"
-        old = before["value"] if before is not None else None
-        ratio, word = verdict(old, after["value"], after["better"])
+        old, new = (before["value"] if before is not None else None), after["value"]
+        best_ratio = f"{new / old:.2f}x" if old and new is not None else "n/a"
+        ratio, spread, word = verdict(ratios, after["better"])
         lines.append(
-            f"{name:<11} {label:<{width}} {number(old):>13} "
-            f"{number(after['value']):>13} {ratio:>13}  {word}"
+            f"{name:<11} {label:<{width}} {number(old):>11} {number(new):>11} {best_ratio:>9}"
+            f" {ratio:>11} {spread:>11}  {word}"
         )
     return lines
 
@@ -148,7 +169,7 @@ def main() -> None:
         after_name = f"{args.after} ({after_id})" if args.after else "this working tree"
         header = (
             f"before: {args.before} ({before_id})   after: {after_name}   "
-            f"{'quick sizes, ' if args.quick else ''}best of {args.repeat} interleaved run(s)"
+            f"{'quick sizes, ' if args.quick else ''}{args.repeat} interleaved repeat(s)"
         )
         print(header, flush=True)
         results: dict[str, dict[str, list[Record]]] = {}
@@ -166,10 +187,13 @@ def main() -> None:
     if args.json:
         print(json.dumps({"before": before_id, "after": after_id or "worktree", **results}))
         return
-    rows: list[tuple[str, Record, Record | None]] = []
+    rows: list[Row] = []
     for name, sides in results.items():
         before, after = best(sides["before"]), best(sides["after"])
-        rows += [(name, figure, before.get(key)) for key, figure in after.items()]
+        rows += [
+            (name, figure, before.get(key), paired(sides["before"], sides["after"], key))
+            for key, figure in after.items()
+        ]
     print()
     print("\n".join(table(rows)))
 
