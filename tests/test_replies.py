@@ -50,7 +50,7 @@ def test_plain_batches_raise_the_first_refusal_and_noscript_apart() -> None:
 def test_error_replies_that_refuse_every_write_are_passing() -> None:
     from redis import exceptions
 
-    from slicecount.store.wire import refusal
+    from slicecount.store.failures import refusal
 
     for message in (
         "MISCONF Redis is configured to save RDB snapshots, but it's currently unable to persist",

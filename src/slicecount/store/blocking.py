@@ -23,17 +23,16 @@ from slicecount.config import Settings
 from slicecount.errors import StoreError
 from slicecount.operations import annotating, reading, unique_reading, unique_writing, writing
 from slicecount.operations.batches import Batch, Context, Operation, ping
+from slicecount.store.failures import REDIS_ERRORS, refusal
 from slicecount.store.replies import ReplyReader, ScriptMissing
 from slicecount.store.routing import split
 from slicecount.store.wire import (
     LOAD_SCRIPTS,
     MOVED,
-    REDIS_ERRORS,
     Clients,
     StoreBase,
     connect,
     pack,
-    refusal,
 )
 
 P = ParamSpec("P")
