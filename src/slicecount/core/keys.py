@@ -102,9 +102,7 @@ class KeySpace:
 
     def known(self, shard: int = 0) -> str:
         """The registry ZSET of one shard."""
-        if self.shards == 1:
-            return f"{self.prefix}known:"
-        return f"{self.prefix}known:{{{shard}}}"
+        return self._registry("known", shard)
 
     def registries(self) -> list[str]:
         """Every registry ZSET, one per shard."""
@@ -120,9 +118,7 @@ class KeySpace:
 
     def counter_for_member(self, shard: int, member: str) -> str:
         """The HASH named by a registry member found in the registry of ``shard``."""
-        if self.shards == 1:
-            return f"{self.prefix}count:{member}"
-        return f"{self.prefix}count:{{{shard}}}:{member}"
+        return self._in_slot("count", shard, member)
 
     def layout(self, series_id: str, precisions: tuple[int, ...]) -> Layout:
         """The registry of a series and its counter at each precision (cached: the write path
@@ -146,9 +142,7 @@ class KeySpace:
 
     def uniques(self, shard: int = 0) -> str:
         """The registry ZSET of the unique series of one shard."""
-        if self.shards == 1:
-            return f"{self.prefix}uniques:"
-        return f"{self.prefix}uniques:{{{shard}}}"
+        return self._registry("uniques", shard)
 
     def unique_registries(self) -> list[str]:
         """Every unique-series registry, one per shard."""
@@ -179,22 +173,16 @@ class KeySpace:
 
     def scratch(self, shard: int, token: str) -> str:
         """A key in ``shard``'s slot for a union or a sketch (deleted by the same call)."""
-        if self.shards == 1:
-            return f"{self.prefix}scratch:{token}"
-        return f"{self.prefix}scratch:{{{shard}}}:{token}"
+        return self._in_slot("scratch", shard, token)
 
     def writer(self, writer_id: str, shard: int = 0) -> str:
         """The STRING holding the last batch number a writer applied on ``shard`` (in the
         shard's slot). No TTL, so no eviction policy picks it; the cleaner forgets it."""
-        if self.shards == 1:
-            return f"{self.prefix}writer:{writer_id}"
-        return f"{self.prefix}writer:{{{shard}}}:{writer_id}"
+        return self._in_slot("writer", shard, writer_id)
 
     def writers(self, shard: int = 0) -> str:
         """The ZSET of the writers of ``shard``, scored by the time of their last write."""
-        if self.shards == 1:
-            return f"{self.prefix}writers:"
-        return f"{self.prefix}writers:{{{shard}}}"
+        return self._registry("writers", shard)
 
     def cleaner_cutoffs(self) -> str:
         """HASH precision -> the cutoff the last complete cleaner pass trimmed to."""
@@ -211,6 +199,15 @@ class KeySpace:
         after = "none" if last is None else str(last)
         return f"{self._tagged_zero('cleaner:sweep')}:{precision}:{after}"
 
+    def _registry(self, kind: str, shard: int) -> str:
+        """``P kind:``; with shards, ``P kind:{shard}`` (the shard's slot)."""
+        return f"{self.prefix}{kind}:" if self.shards == 1 else f"{self.prefix}{kind}:{{{shard}}}"
+
+    def _in_slot(self, kind: str, shard: int, name: str) -> str:
+        """``P kind:name``; with shards, ``P kind:{shard}:name`` (in the shard's slot)."""
+        tag = "" if self.shards == 1 else f"{{{shard}}}:"
+        return f"{self.prefix}{kind}:{tag}{name}"
+
     def _tagged_zero(self, name: str) -> str:
         return f"{self.prefix}{name}" if self.shards == 1 else f"{self.prefix}{name}:{{0}}"
 
@@ -220,22 +217,16 @@ class KeySpace:
 
     def annotations(self) -> str:
         """The ZSET of annotations (deploy markers...): score = time in epoch ms."""
-        if self.shards == 1:
-            return f"{self.prefix}annotations:"
-        return f"{self.prefix}annotations:{{0}}"
+        return self._registry("annotations", 0)
 
     def move_intent(self, shard: int, member: str) -> str:
         """HASH beside a counter being moved to another shard layout (in its slot): the move's
         token and the counts it takes (resharding.py)."""
-        if self.shards == 1:
-            return f"{self.prefix}moving:{member}"
-        return f"{self.prefix}moving:{{{shard}}}:{member}"
+        return self._in_slot("moving", shard, member)
 
     def move_landed(self, shard: int, token: str) -> str:
         """STRING set, in the slot a move lands in, when the move of ``token`` landed there."""
-        if self.shards == 1:
-            return f"{self.prefix}moved:{token}"
-        return f"{self.prefix}moved:{{{shard}}}:{token}"
+        return self._in_slot("moved", shard, token)
 
     def throttle(self, identity: str, amount: int, seconds: int, window: int) -> str:
         """The STRING counting the hits of ``identity`` against a limit of ``amount`` per
