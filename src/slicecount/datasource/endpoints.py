@@ -11,6 +11,8 @@ import asyncio
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import numpy as np
+
 from slicecount.core.slices import slice_starts
 from slicecount.datasource import discovery, frames, rewrites, targets
 from slicecount.datasource.discovery import SeriesInfo
@@ -33,6 +35,7 @@ from slicecount.datasource.protocol import (
 from slicecount.datasource.reader import Reader, all_done
 from slicecount.datasource.render import Rendered, render
 from slicecount.errors import QueryError
+from slicecount.promql.arrays import Block
 from slicecount.promql.ast import Call
 from slicecount.promql.engine import Result
 from slicecount.promql.values import EvaluationError, Series, without_name
@@ -86,7 +89,7 @@ async def query(reader: Reader, body: Body) -> Rendered:
                 out.append(frames.annotation_table(target.ref_id, noted))
                 continue
             answer = next(found)
-            lines = _lines(planned, answer)
+            lines = _lines(planned, answer, target.table)
             if target.table:
                 out.append(frames.table(target.ref_id, lines))
             else:
@@ -105,29 +108,36 @@ def _names(counters: Sequence[SeriesInfo], uniques: Sequence[SeriesInfo]) -> Cat
     return targets.catalogue((s.name for s in counters), (s.name for s in uniques))
 
 
-def _lines(query: Query, answer: Answer) -> list[frames.Line]:
-    """The lines of a target: legends keep the metric read (``p95 `` before a quantile's)."""
+def _lines(query: Query, answer: Answer, table: bool) -> list[frames.Line]:
+    """The lines of a target: legends keep the metric read (``p95 `` before a quantile's).
+    A time series' values stay an array (NaN: no sample, drawn as a gap like any value
+    that is not finite); a table's are lists, whose total skips the points with no sample."""
     name = answer.stored[0] if answer.stored else ""
     q = rewrites.quantile_of(query.node)
     if q is not None:
         name = f"p{q * 100:g} {name}".rstrip()
-    series = _series(answer.result, len(query.times))
+    block = _block(answer.result, len(query.times))
+    order = list(range(len(block)))
     node = query.node
     if not (isinstance(node, Call) and node.func in ("sort", "sort_desc")):
-        series = sorted(series, key=lambda s: sorted(s.labels.items()))
+        order.sort(key=lambda i: sorted(block.labels[i].items()))
+    points = None if table else np.where(block.present, block.values, np.nan)
     lines = []
-    for s in series:
-        tags = without_name(s.labels)
-        lines.append(frames.Line(frames.legend(name, tags), tags, s.values))
+    for i in order:
+        tags = without_name(block.labels[i])
+        values = block.row(i) if points is None else points[i]
+        lines.append(frames.Line(frames.legend(name, tags), tags, values))
     return lines
 
 
-def _series(result: Result, points: int) -> list[Series]:
+def _block(result: Result, points: int) -> Block:
     if isinstance(result, str):
         raise QueryError("a target must yield numbers or series, not a string")
+    if isinstance(result, Block):
+        return result
     if (result and not isinstance(result[0], Series)) or (not result and points == 0):
-        return [Series({}, list(result))]  # type: ignore[arg-type]  # a scalar: one line
-    return result  # type: ignore[return-value]
+        return Block.of([Series({}, list(result))], points)  # type: ignore[arg-type]  # a scalar: one line
+    return Block.of(result, points)  # type: ignore[arg-type]  # series
 
 
 async def search(reader: Reader, body: Body) -> list[str]:

@@ -12,10 +12,10 @@ compute) waits its turn and is evaluated and encoded in a worker thread.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from itertools import accumulate
 
+from slicecount.datasource.counts import Read, rows, tables
 from slicecount.datasource.discovery import SeriesInfo
 from slicecount.datasource.planning import Plan, Query, plan_queries
 from slicecount.datasource.prometheus.names import Catalogue
@@ -24,7 +24,7 @@ from slicecount.datasource.reader import Reader, all_done
 from slicecount.errors import MissingExtra
 from slicecount.promql.ast import NAME_LABEL, VectorSelector, walk
 from slicecount.promql.engine import Evaluator, Result
-from slicecount.promql.values import Grid, Raw
+from slicecount.promql.values import Grid
 
 try:
     import anyio.to_thread
@@ -77,24 +77,14 @@ async def run(
         for p in plans
     )
 
-    def compute(counts: dict[tuple[int, int, int], dict[str, list[int | None]]],
-                distinct_counts: list[list[int]]) -> bytes:  # fmt: skip
+    def compute(counts: Mapping[tuple[int, int, int], Read], distinct_counts: list[list[int]]
+                ) -> bytes:  # fmt: skip
         answers = []
         budget = reader.limits.max_computed_points
         for plan, counted in zip(plans, distinct_counts, strict=True):
             grid = plan.choice.grid
-            read = counts.get(_read_key(plan), {})
-            sliced = {i: _counts(read.get(i, []), plan.slices) for i in plan.ids}
-            sums = Sums(sliced, plan.slices)
-            data = {
-                selector: [
-                    Raw(d.labels, None, d.scale, sliced[d.parts[0]])
-                    if len(d.parts) == 1
-                    else Raw(d.labels, sums.of(d.parts), d.scale)
-                    for d in derived
-                ]
-                for selector, derived in plan.found.items()
-            }
+            read = rows(counts.get(_read_key(plan), {}), plan.ids, plan.slices)
+            data = tables(plan.found, read)
             evaluator = Evaluator(grid, data, budget, plan.unions.ready(counted))
             result = evaluator.evaluate(plan.query.node)
             budget -= evaluator.computed
@@ -114,7 +104,7 @@ def _read_key(plan: Plan) -> tuple[int, int, int]:
 
 async def _read(
     reader: Reader, plans: Sequence[Plan], alongside: Callable[[], Awaitable[None]] | None
-) -> tuple[dict[tuple[int, int, int], dict[str, list[int | None]]], list[list[int]]]:
+) -> tuple[dict[tuple[int, int, int], Read], list[list[int]]]:
     """The slices of every query, one read per (precision, first, last) for all of them, and
     the unions each counts, concurrently."""
     groups: dict[tuple[int, int, int], dict[str, None]] = {}
@@ -144,33 +134,3 @@ def _stored(plan: Plan, catalogue: Catalogue) -> tuple[str, ...]:
             for d in [*plan.found.get(node, ()), *plan.distinct.get(node, ())]:
                 names[catalogue.sources[d.labels[NAME_LABEL]].stored] = None
     return tuple(names)
-
-
-def _counts(counts: Sequence[int | None], slices: int) -> Sequence[int]:
-    """The count of each slice read (0 where none was counted)."""
-    if not counts:
-        return [0] * slices
-    if None in counts:  # slices with no field: in C when there are none
-        return [c or 0 for c in counts]
-    return counts  # type: ignore[return-value]  # no None
-
-
-class Sums:
-    """The running totals of sums of stored series. A histogram's cumulative buckets are the
-    prefixes of one list of parts, so each is the one below plus one series: remembered, the
-    buckets of a label set cost one addition each, not one per bucket below."""
-
-    def __init__(self, counts: dict[str, Sequence[int]], slices: int) -> None:
-        self.counts = counts
-        self.known: dict[tuple[str, ...], list[int]] = {(): [0] * (slices + 1)}
-
-    def of(self, parts: tuple[str, ...]) -> list[int]:
-        found = self.known.get(parts)
-        if found is None:
-            if len(parts) == 1:
-                found = list(accumulate(self.counts[parts[0]], initial=0))
-            else:
-                below, last = self.of(parts[:-1]), self.of(parts[-1:])
-                found = [a + b for a, b in zip(below, last, strict=True)]
-            self.known[parts] = found
-        return found

@@ -16,18 +16,27 @@ from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple, cast
 
 from slicecount.core.histogram import LE_LABEL
+from slicecount.datasource.numbers import datapoint_numbers
 from slicecount.datasource.render import Fragment
+from slicecount.promql.arrays import Floats
+
+try:
+    import numpy as np
+except ModuleNotFoundError as exc:  # pragma: no cover - the engine's import says it first
+    from slicecount.errors import MissingExtra
+
+    raise MissingExtra("datasource", exc, "the datasource") from exc
 
 Value = int | float | None
 
 
 class Line(NamedTuple):
     """One evaluated series as a frame shows it: its legend, its labels (the frame's tags)
-    and a value per point."""
+    and a value per point (None, or NaN in an array: no sample)."""
 
     legend: str
     tags: dict[str, str]
-    values: Sequence[Value]
+    values: Sequence[Value] | Floats
 
 
 def legend(name: str, tags: Mapping[str, str]) -> str:
@@ -82,9 +91,11 @@ def points_template(starts: Sequence[int]) -> str:
     return "[" + ",".join([f"[%s,{start * 1000}]" for start in starts]) + "]"
 
 
-def datapoints(values: Sequence[Value], template: str) -> str:
+def datapoints(values: Sequence[Value] | Floats, template: str) -> str:
     """The datapoints of ``values`` as JSON text, exactly as ``json.dumps`` writes them: ``%s``
     of an int, or of a float that is not whole, is its JSON text; None becomes null."""
+    if isinstance(values, np.ndarray):
+        values = datapoint_numbers(values)
     if _all_ints(values):  # counts as they were stored: the usual case, checked in C
         return template % tuple(values)
     if float in map(type, values):
@@ -109,6 +120,8 @@ def table(ref_id: str, lines: Sequence[Line]) -> dict[str, Any]:
     columns += [{"text": "total", "type": "number"}, {"text": "last", "type": "number"}]
     rows = []
     for line in lines:
+        if isinstance(line.values, np.ndarray):
+            raise TypeError("a table's lines are lists: None tells no sample from NaN")
         present = [v for v in line.values if v is not None]
         total = number(sum(present)) if present else None
         last = number(present[-1]) if present else None

@@ -17,8 +17,8 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class Fragment:
-    """JSON text already rendered; ``render`` inserts it where it stands as a value of a
-    top-level item (plain ``json.dumps`` refuses it, so it is never quoted by mistake)."""
+    """JSON text already rendered; ``render`` inserts it where it stands as a value of a dict
+    (plain ``json.dumps`` refuses it, so it is never quoted by mistake)."""
 
     __slots__ = ("text",)
 
@@ -39,6 +39,8 @@ def render(content: Any) -> bytes:
     """``content`` as UTF-8 JSON; ValueError if it holds a non-finite float."""
     if isinstance(content, list) and any(_has_fragment(item) for item in content):
         text = "[" + ",".join(_item(item) for item in content) + "]"
+    elif _has_fragment(content):  # an envelope holding one (the Prometheus API's result)
+        text = _item(content)
     else:
         text = ENCODER.encode(content)
     try:
@@ -48,14 +50,16 @@ def render(content: Any) -> bytes:
 
 
 def _has_fragment(item: object) -> bool:
-    return isinstance(item, dict) and any(isinstance(v, Fragment) for v in item.values())
+    """A dict holding a Fragment as a value, or in a dict it holds (at any depth)."""
+    return isinstance(item, dict) and any(
+        isinstance(v, Fragment) or _has_fragment(v) for v in item.values()
+    )
 
 
 def _item(item: Any) -> str:
+    if isinstance(item, Fragment):
+        return item.text
     if not _has_fragment(item):
         return ENCODER.encode(item)
-    fields = (
-        ENCODER.encode(key) + ":" + (v.text if isinstance(v, Fragment) else ENCODER.encode(v))
-        for key, v in item.items()
-    )
+    fields = (ENCODER.encode(key) + ":" + _item(v) for key, v in item.items())
     return "{" + ",".join(fields) + "}"

@@ -20,7 +20,7 @@ def aggregate(node: Aggregate, param: list[float] | None, series: list[Series]) 
         if any(math.isnan(k) for k in param):
             raise EvaluationError("Parameter value is NaN")
         return [s for _, members in groups.values() for s in _top(node.op, param, members)]
-    combine = _COMBINE[node.op]
+    combine = COMBINE[node.op]
     out = []
     for labels, members in groups.values():
         values: list[Value] = []
@@ -131,7 +131,7 @@ def _min(values: Sequence[float]) -> float:
     return min(numbers) if numbers else math.nan
 
 
-_COMBINE: dict[str, Callable[[Sequence[float]], float]] = {
+COMBINE: dict[str, Callable[[Sequence[float]], float]] = {
     "sum": _fsum,
     "avg": _mean,
     "max": _max,

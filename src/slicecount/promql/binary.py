@@ -160,7 +160,7 @@ def vectors(node: Binary, lhs: list[Series], rhs: list[Series]) -> list[Series]:
                 elif not keep:
                     continue
             if pair is None or pair[0] is not partner:  # labels computed once per pairing
-                labels = _result_labels(node, matching, s.labels, partner.labels)
+                labels = result_labels(node, matching, s.labels, partner.labels)
                 pair = (partner, out.setdefault(key(labels), Series(labels, [None] * steps)))
             line = pair[1]
             if line.values[index] is not None:
@@ -187,7 +187,7 @@ def _only(partners: list[Series], index: int, sig: Signature, matching: Matching
     return found
 
 
-def _result_labels(node: Binary, matching: Matching, mine: Labels, theirs: Labels) -> Labels:
+def result_labels(node: Binary, matching: Matching, mine: Labels, theirs: Labels) -> Labels:
     labels = dict(mine)
     if node.op not in COMPARISONS or node.bool:
         labels.pop(NAME_LABEL, None)

@@ -1,107 +1,156 @@
-"""The range functions' kernels: ``increase``, ``rate``, ``*_over_time`` ... of every window
-``(t - d, t]`` of a series, computed from its running totals at the slice boundaries (a window's
-increase is a difference of two totals: exact, never extrapolated). Pure.
+"""The selectors' and range functions' kernels on arrays: ``increase``, ``rate``,
+``*_over_time`` ... of every series and window ``(t - d, t]`` at once, from the running totals
+at the slice boundaries (a window's increase is a difference of two totals: exact, never
+extrapolated; a sum of totals over a window a difference of their cumulative sums). Pure.
 
-The evaluator (``engine``) picks the windows of each evaluation time; here they are computed
-once per distinct window (``dedupe``, ``spread``) and, when they follow one another at a
-constant stride, as differences of whole slices of the totals (``StridedWindows``).
+The evaluator (``engine``) picks each evaluation time's boundary or window; here every series
+(a row of the ``Table``) is computed for all of them in a few array operations. Exact counts
+(int64) stay integers until a value is scaled or divided; float totals (a test's gauges) are
+summed left to right as Python's ``sum`` (``avg_over_time`` as ``fsum``), so answers are those
+of a loop over the windows.
 """
 
 from __future__ import annotations
 
-import math
-import operator
-from collections.abc import Callable, Sequence
-from typing import TypeVar
+from collections.abc import Callable
 
-from slicecount.promql.values import Grid, Value
+import numpy as np
 
-T = TypeVar("T")
+from slicecount.promql.arrays import Block, Floats, Ints, Mask, Table
+from slicecount.promql.values import Grid, Labels
 
-
-def dedupe(items: Sequence[T | None]) -> tuple[list[T], list[int]]:
-    """The distinct non-None items in order, and for each item its index among them (-1 for
-    None): a value computed once per distinct item is spread back with ``spread``."""
-    if None not in items and len(set(items)) == len(items):  # each time its own: in C
-        return list(items), list(range(len(items)))  # type: ignore[arg-type]  # no None
-    index: dict[T, int] = {}
-    where = [-1 if item is None else index.setdefault(item, len(index)) for item in items]
-    return list(index), where
+Kernel = Callable[[Table, Ints, Ints, int, int], Floats]
+"""(table, each window's start and end index, span, precision) -> n x windows values."""
 
 
-def spread(found: list[Value], where: list[int]) -> list[Value]:
-    """Each time's value from the distinct ones (-1: no sample)."""
-    found.append(None)  # found[-1]
-    return list(map(found.__getitem__, where))
+def instant(table: Table, reads: Ints, valid: Mask, labels: list[Labels]) -> Block:
+    """Each series' running total at the boundary index each time reads (``valid``: a time
+    that reads one)."""
+    width = table.totals.shape[1]
+    at = np.where(valid, reads, 0)
+    present = valid[None, :] & (at[None, :] < table.sizes[:, None])
+    if not width:
+        return Block(labels, np.zeros(present.shape), present)
+    values = table.totals[:, np.minimum(at, width - 1)] * table.scales[:, None]
+    return Block(labels, _zero_absent(values, present), present)
 
 
-Windows = Sequence[tuple[int, int]]
-WindowFunction = Callable[[Sequence[int], Windows, int, int, float], list[float]]
-"""(totals, each window's (start, end) index, span, precision, scale) -> a value per window."""
+def over_windows(
+    table: Table, kernel: Kernel, starts: Ints, ends: Ints, valid: Mask, span: int, p: int
+) -> tuple[Floats, Mask]:
+    """A kernel's values of every series at every time (``valid``: a time with a window;
+    a window ending past what a series holds has no sample)."""
+    b, a = np.where(valid, starts, 0), np.where(valid, ends, 0)
+    present = valid[None, :] & (a[None, :] < table.sizes[:, None])
+    last = table.totals.shape[1] - 1
+    if last < 1:
+        return np.zeros(present.shape), present
+    a = np.minimum(a, last)  # past every row's totals: absent, any index will do
+    b = np.minimum(b, a - 1)
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        values = kernel(table, b, a, span, p)
+    return _zero_absent(values, present), present
 
 
-class StridedWindows(list[tuple[int, int]]):
-    """Windows (start, end index) that know, when they follow one another at a constant
-    stride (a range query's, a panel's), the slices of the totals holding their starts and
-    their ends: the differences of every series are then taken in C, not pair by pair."""
-
-    def __init__(self, windows: list[tuple[int, int]]) -> None:
-        super().__init__(windows)
-        self.bounds: tuple[slice, slice] | None = None
-        self.each_slice = False  # one slice each, one after the other: the counts themselves
-        if len(windows) > 1:
-            (b, a), (b1, _) = windows[0], windows[1]
-            stride, n = b1 - b, len(windows)
-            if stride > 0:
-                starts = range(b, b + n * stride, stride)
-                ends = range(a, a + n * stride, stride)
-                if list(zip(starts, ends, strict=True)) == windows:
-                    self.bounds = slice(b, starts[-1] + 1, stride), slice(a, ends[-1] + 1, stride)
-                    self.each_slice = stride == 1 and a - b == 1
+def _zero_absent(values: Floats, present: Mask) -> Floats:
+    if present.all():
+        return values
+    return np.where(present, values, 0.0)
 
 
-def _differences(t: Sequence[int], ws: Windows) -> list[int]:
-    """``t[end] - t[start]`` of each window."""
-    bounds = ws.bounds if isinstance(ws, StridedWindows) else None
-    if bounds is not None:
-        return list(map(operator.sub, t[bounds[1]], t[bounds[0]]))
-    return [t[a] - t[b] for b, a in ws]
+def _differences(t: Table, b: Ints, a: Ints) -> Floats:
+    """``total[end] - total[start]`` of each window, as floats (exact integers first)."""
+    return (t.totals[:, a] - t.totals[:, b]).astype(np.float64)
 
 
-def _sample_values(totals: Sequence[int], b: int, a: int) -> Sequence[int]:
-    return totals[b + 1 : a + 1]  # the boundaries inside (t - d, t]: one sample per slice
+def _scaled(t: Table, values: Floats) -> Floats:
+    return values * t.scales[:, None]
 
 
-def _increase(t: Sequence[int], ws: Windows, span: int, p: int, k: float) -> list[float]:
-    if k == 1.0:  # counts stay ints: the simPod frames write them without a conversion
-        return _differences(t, ws)  # type: ignore[return-value]  # ints are floats to mypy
-    return [d * k for d in _differences(t, ws)]
+def _increase(t: Table, b: Ints, a: Ints, span: int, p: int) -> Floats:
+    return _scaled(t, _differences(t, b, a))
 
 
-def elapsed_rate(grid: Grid) -> WindowFunction:
+def _rate(t: Table, b: Ints, a: Ints, span: int, p: int) -> Floats:
+    return _scaled(t, _differences(t, b, a)) / span
+
+
+def elapsed_rate(grid: Grid) -> Kernel:
     """``rate`` over windows of a point's slices, each divided by the seconds it has lasted:
     a window holding now has lasted since its start (at least a second), not its span."""
     first, now = grid.first, grid.now
 
-    def rate(t: Sequence[int], ws: Windows, span: int, p: int, k: float) -> list[float]:
-        return [
-            d * k / max(min(now, first + a * p) - (first + b * p), 1.0)
-            for d, (b, a) in zip(_differences(t, ws), ws, strict=True)
-        ]
+    def rate(t: Table, b: Ints, a: Ints, span: int, p: int) -> Floats:
+        ends = np.minimum(now, first + a.astype(np.float64) * p)
+        lasted = np.maximum(ends - (first + b.astype(np.float64) * p), 1.0)
+        return _scaled(t, _differences(t, b, a)) / lasted[None, :]
 
     return rate
 
 
-WINDOW_FUNCTIONS: dict[str, WindowFunction] = {
+def _irate(t: Table, b: Ints, a: Ints, span: int, p: int) -> Floats:
+    return _scaled(t, _differences(t, a - 1, a)) / p  # the last slice
+
+
+def _samples(t: Table, b: Ints, a: Ints, fold: Callable[[Floats, Floats], Floats]) -> Floats:
+    """``fold`` of the totals at the boundaries inside each window (one sample per slice),
+    left to right: the first sample, then each next one where the window still holds it."""
+    out = t.totals[:, b + 1].astype(np.float64)
+    for offset in range(2, int((a - b).max(initial=0)) + 1):
+        inside = b + offset <= a
+        x = t.totals[:, np.where(inside, b + offset, a)].astype(np.float64)
+        out = np.where(inside[None, :], fold(out, x), out)
+    return out
+
+
+def _window_sums(t: Table, b: Ints, a: Ints) -> Floats:
+    """The sum of the totals inside each window (unscaled)."""
+    if t.exact:  # a difference of cumulative sums of the totals: exact integers
+        sums = np.zeros((t.totals.shape[0], t.totals.shape[1] + 1), dtype=np.int64)
+        np.cumsum(t.totals, axis=1, out=sums[:, 1:])
+        return (sums[:, a + 1] - sums[:, b + 1]).astype(np.float64)
+    return 0.0 + _samples(t, b, a, np.add)  # Python's sum starts from 0
+
+
+def _sum_over_time(t: Table, b: Ints, a: Ints, span: int, p: int) -> Floats:
+    return _scaled(t, _window_sums(t, b, a))
+
+
+def _avg_over_time(t: Table, b: Ints, a: Ints, span: int, p: int) -> Floats:
+    count = (a - b).astype(np.float64)
+    if t.exact:  # fsum of integers: their exact sum
+        return _scaled(t, _window_sums(t, b, a) / count)
+    total = t.totals[:, b + 1].astype(np.float64)
+    error = np.zeros_like(total)
+    for offset in range(2, int((a - b).max(initial=0)) + 1):  # two-sum: fsum's exact sum
+        inside = b + offset <= a
+        x = np.where(inside[None, :], t.totals[:, np.where(inside, b + offset, a)], 0.0)
+        s = total + x
+        back = s - total
+        error += (total - (s - back)) + (x - back)
+        total = s
+    sums = np.where(np.isfinite(total), total + error, total)
+    return _scaled(t, sums / count)
+
+
+def _greater(out: Floats, x: Floats) -> Floats:
+    return np.where(x > out, x, out)  # Python's max: a NaN first stays, a NaN later is skipped
+
+
+def _less(out: Floats, x: Floats) -> Floats:
+    return np.where(x < out, x, out)
+
+
+KERNELS: dict[str, Kernel] = {
     "increase": _increase,
-    "rate": lambda t, ws, span, p, k: [d * k / span for d in _differences(t, ws)],
-    "irate": lambda t, ws, span, p, k: [(t[a] - t[a - 1]) * k / p for b, a in ws],  # last slice
-    "sum_over_time": lambda t, ws, span, p, k: [sum(_sample_values(t, b, a)) * k for b, a in ws],
-    "avg_over_time": lambda t, ws, span, p, k: [
-        math.fsum(_sample_values(t, b, a)) / (a - b) * k for b, a in ws
-    ],
-    "max_over_time": lambda t, ws, span, p, k: [max(_sample_values(t, b, a)) * k for b, a in ws],
-    "min_over_time": lambda t, ws, span, p, k: [min(_sample_values(t, b, a)) * k for b, a in ws],
-    "count_over_time": lambda t, ws, span, p, k: [float(a - b) for b, a in ws],
-    "last_over_time": lambda t, ws, span, p, k: [t[a] * k for b, a in ws],
+    "rate": _rate,
+    "irate": _irate,
+    "sum_over_time": _sum_over_time,
+    "avg_over_time": _avg_over_time,
+    "max_over_time": lambda t, b, a, span, p: _scaled(t, _samples(t, b, a, _greater)),
+    "min_over_time": lambda t, b, a, span, p: _scaled(t, _samples(t, b, a, _less)),
+    "count_over_time": lambda t, b, a, span, p: np.broadcast_to(
+        (a - b).astype(np.float64), (t.totals.shape[0], len(a))
+    ).copy(),
+    "last_over_time": lambda t, b, a, span, p: _scaled(t, t.totals[:, a].astype(np.float64)),
 }

@@ -9,7 +9,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from slicecount.promql.engine import Result, as_scalar, as_vector
+from slicecount.datasource.numbers import sample_texts
+from slicecount.datasource.render import ENCODER, Fragment
+from slicecount.promql.arrays import Block
+from slicecount.promql.engine import Result, as_block, as_scalar, as_vector
 from slicecount.promql.values import Series, Value, format_time, format_value
 
 ERROR_STATUS = {"bad_data": 400, "execution": 422, "unavailable": 503, "timeout": 503}
@@ -50,19 +53,27 @@ def instant(result: Result, kind: str, t: float) -> dict[str, Any]:
 
 def matrix(result: Result, kind: str, times: Sequence[float]) -> dict[str, Any]:
     """``/api/v1/query_range``'s data: every series with its samples (a scalar becomes one
-    series without labels, as in Prometheus)."""
+    series without labels, as in Prometheus), sorted by labels. The samples are written as
+    JSON text in bulk (``numbers``), spliced into the answer by ``render``."""
     if kind == "scalar":
-        lines = [Series({}, list[Value](as_scalar(result)))]
+        lines = Block.of([Series({}, list[Value](as_scalar(result)))], len(times))
     else:
-        lines = as_vector(result)
-    stamps = [format_time(t) for t in times]
+        lines = as_block(result, len(times))
+    stamps = [ENCODER.encode(format_time(t)) for t in times]
+    texts = sample_texts(lines.values)
+    steps = len(times)
+    complete = "[" + ",".join([f'[{stamp},"%s"]' for stamp in stamps]) + "]"
     out = []
-    for s in sorted(lines, key=lambda s: sorted(s.labels.items())):
-        values = [
-            [stamp, format_value(v)]
-            for stamp, v in zip(stamps, s.values, strict=True)
-            if v is not None
-        ]
-        if values:
-            out.append({"metric": s.labels, "values": values})
-    return {"resultType": "matrix", "result": out}
+    present = lines.present.tolist()
+    order = sorted(range(len(lines)), key=lambda i: sorted(lines.labels[i].items()))
+    for i in order:
+        row, mask = texts[i * steps : (i + 1) * steps], present[i]
+        if all(mask):
+            values = complete % tuple(row)
+        elif any(mask):
+            found = zip(stamps, row, mask, strict=True)
+            values = "[" + ",".join([f'[{t},"{v}"]' for t, v, m in found if m]) + "]"
+        else:
+            continue
+        out.append('{"metric":' + ENCODER.encode(lines.labels[i]) + ',"values":' + values + "}")
+    return {"resultType": "matrix", "result": Fragment("[" + ",".join(out) + "]")}

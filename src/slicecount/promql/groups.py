@@ -1,0 +1,113 @@
+"""``sum avg count min max group`` with ``by``/``without`` on arrays: every group and time at
+once (the other aggregations run ``aggregation``'s loop on the block's series). Pure.
+
+Sums are exact: integer values (counts) add exactly in float64 below 2**53, and other floats
+are summed with the error of every addition kept (``arrays.exact_sums``), which is what
+``math.fsum`` gives. A group or time whose result is not finite (an overflow, infinities) is
+computed again by ``aggregation``'s loop, whose answer for it Prometheus' tests pin down.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+
+import numpy as np
+
+from slicecount.promql import aggregation
+from slicecount.promql.arrays import Block, Floats, Ints, Mask, exact_sums
+from slicecount.promql.ast import Aggregate
+from slicecount.promql.values import Labels, key
+
+VECTORISED = frozenset({"sum", "avg", "count", "min", "max", "group"})
+EXACT_INTEGERS = 2.0**52
+"""Below this, a sum of integer floats is exact in any order (with room for the column
+totals that bound it)."""
+
+
+class Groups:
+    """Which group each series of a block falls in (first-seen order, as the loop's)."""
+
+    def __init__(self, node: Aggregate, labels: Sequence[Labels]) -> None:
+        index: dict[tuple[tuple[str, str], ...], int] = {}
+        self.labels: list[Labels] = []
+        of: list[int] = []
+        for member in labels:
+            grouped = aggregation.grouped(member, node.grouping, node.without)
+            found = index.setdefault(key(grouped), len(index))
+            if found == len(self.labels):
+                self.labels.append(grouped)
+            of.append(found)
+        self.of: Ints = np.array(of, dtype=np.int64)
+        self.order: Ints = np.argsort(self.of, kind="stable")
+        sizes = np.bincount(self.of, minlength=len(self.labels))
+        self.starts: Ints = np.concatenate(([0], np.cumsum(sizes)[:-1])).astype(np.int64)
+
+    def reduce(self, ufunc: np.ufunc, values: Floats) -> Floats:
+        """``ufunc`` over the members of each group, rows sorted by group."""
+        if not len(self.labels):
+            return np.zeros((0, values.shape[1]))
+        result: Floats = ufunc.reduceat(values[self.order], self.starts, axis=0)
+        return result
+
+    def ranks(self) -> Iterator[tuple[Ints, Ints]]:
+        """(members, their groups): each group's first members, then its second ..."""
+        rank = np.empty_like(self.of)
+        rank[self.order] = np.arange(len(self.of)) - np.repeat(
+            self.starts, np.bincount(self.of, minlength=len(self.labels))
+        )
+        for r in range(int(rank.max(initial=-1)) + 1):
+            members = np.flatnonzero(rank == r)
+            yield members, self.of[members]
+
+
+def aggregate(node: Aggregate, block: Block) -> Block:
+    """``node`` (an op of VECTORISED) over ``block``."""
+    groups = Groups(node, block.labels)
+    present = block.present
+    counts = groups.reduce(np.add, present.astype(np.float64))
+    found = counts > 0
+    shape = (len(groups.labels), block.steps)
+    op = node.op
+    with np.errstate(invalid="ignore", over="ignore"):
+        if op in ("count", "group"):
+            values = counts if op == "count" else np.ones(shape)
+        elif op in ("max", "min"):
+            gaps = np.where(present, block.values, np.nan)
+            values = groups.reduce(np.fmax if op == "max" else np.fmin, gaps)
+        else:
+            values = _sums(groups, block, shape)
+            if op == "avg":
+                values = values / np.where(found, counts, 1.0)
+    values = _again(node, block, groups, values, found)
+    return Block(groups.labels, np.where(found, values, 0.0), found)
+
+
+def _sums(groups: Groups, block: Block, shape: tuple[int, int]) -> Floats:
+    values = np.where(block.present, block.values, 0.0)
+    magnitude = np.abs(values).sum(axis=0)
+    if np.all(magnitude < EXACT_INTEGERS) and np.array_equal(values, np.trunc(values)):
+        return groups.reduce(np.add, values)  # whole numbers: exact in any order
+    return _exact(groups, values, shape)
+
+
+def _exact(groups: Groups, values: Floats, shape: tuple[int, int]) -> Floats:
+    return exact_sums(((of, values[members]) for members, of in groups.ranks()), shape)
+
+
+Combine = Callable[[Sequence[float]], float]
+
+
+def _again(node: Aggregate, block: Block, groups: Groups, values: Floats, found: Mask) -> Floats:
+    """The cells whose result is not finite, computed by the loop (overflows, infinities)."""
+    if node.op not in ("sum", "avg"):
+        return values
+    odd = np.argwhere(found & ~np.isfinite(values))
+    if not len(odd):
+        return values
+    values = values.copy()
+    combine: Combine = aggregation.COMBINE[node.op]
+    members = [np.flatnonzero(groups.of == g) for g in range(len(groups.labels))]
+    for g, t in odd.tolist():
+        rows = members[g][block.present[members[g], t]]
+        values[g, t] = combine(block.values[rows, t].tolist())
+    return values
