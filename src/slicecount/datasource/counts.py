@@ -25,6 +25,8 @@ except ModuleNotFoundError as exc:  # pragma: no cover - the engine's import say
 
 
 K = TypeVar("K")
+EXACT = 2.0**53
+"""Counts below this convert through float64 exactly."""
 
 
 class Slices(NamedTuple):
@@ -61,10 +63,14 @@ def rows(read: Read, ids: Sequence[str], slices: int) -> Rows:
         sizes = np.full(len(ids), min(width, slices) if width else slices, dtype=np.int64)
         sizes[~some] = slices
         return Rows(index, counts, sizes)
+    found = [read.get(i) for i in ids]
+    if slices and all(row is not None and len(row) == slices for row in found):
+        counts = _whole(found, slices)  # every series read in full: the usual case
+        if counts is not None:
+            return Rows(index, counts, np.full(len(ids), slices, dtype=np.int64))
     counts = np.zeros((len(ids), slices), dtype=np.int64)
     sizes = np.full(len(ids), slices, dtype=np.int64)
-    for n, i in enumerate(ids):
-        row = read.get(i)
+    for n, row in enumerate(found):
         if row is None or not len(row):
             continue  # never read, or nothing counted: zeros
         if not isinstance(row, np.ndarray) and None in row:
@@ -75,41 +81,56 @@ def rows(read: Read, ids: Sequence[str], slices: int) -> Rows:
     return Rows(index, counts, sizes)
 
 
+def _whole(found: list[Sequence[int | None] | Ints | None], slices: int) -> Ints | None:
+    """The rows as one array, converted in C; None when a count is too large to convert
+    exactly. A slice with no field (None) goes through float64 (NaN, then 0)."""
+    if not any(not isinstance(row, np.ndarray) and None in row for row in found):  # type: ignore[operator]
+        try:
+            return np.array(found, dtype=np.int64).reshape(len(found), slices)
+        except OverflowError:
+            return None
+    table = np.array(found, dtype=np.float64).reshape(len(found), slices)
+    np.nan_to_num(table, copy=False, nan=0.0)
+    if np.abs(table).max(initial=0.0) >= EXACT:
+        return None
+    return table.astype(np.int64)
+
+
 def tables(found: Mapping[K, Sequence[Derived]], read: Rows) -> dict[K, Table]:
     """Each selector's table: one row per derived series, the sum of its parts' counts.
 
     A histogram's cumulative buckets are the prefixes of one list of parts, so each is the
-    one below plus one series: the sums are made a prefix length at a time, each length one
-    array addition for every label set."""
-    levels: dict[int, dict[tuple[str, ...], None]] = {}
-    for derived in found.values():
-        for d in derived:
-            for length in range(2, len(d.parts) + 1):
-                levels.setdefault(length, {})[d.parts[:length]] = None
+    one below plus one series: every distinct prefix is made once (a trie of them), a prefix
+    length at a time, each length one array addition for every label set."""
     stored, slices = read.counts.shape
-    made: dict[tuple[str, ...], int] = {(): stored}  # a bucket below every stored one: zero
-    every = np.zeros((stored + 1 + sum(map(len, levels.values())), slices), dtype=np.int64)
+    zero = stored  # the row of a bucket below every stored one (no part): zero
+    made: dict[tuple[int, str], int] = {}  # (row of a prefix, next part) -> row
+    levels: list[list[tuple[int, int, int]]] = []  # per length: (row, row below, part's row)
+    rows_of: dict[K, list[int]] = {}
+    for selector, derived in found.items():
+        at = rows_of[selector] = []
+        for d in derived:
+            row = read.row_of[d.parts[0]] if d.parts else zero
+            for depth, part in enumerate(d.parts[1:]):
+                below, row = row, made.get((row, part), -1)
+                if row < 0:
+                    row = made[below, part] = stored + 1 + len(made)
+                    if depth == len(levels):
+                        levels.append([])
+                    levels[depth].append((row, below, read.row_of[part]))
+            at.append(row)
+    every = np.zeros((stored + 1 + len(made), slices), dtype=np.int64)
     sizes = np.full(every.shape[0], slices, dtype=np.int64)
     every[:stored], sizes[:stored] = read.counts, read.sizes
-    total = stored + 1
-    for length in sorted(levels):
-        level = list(levels[length])
-        below = np.array([_row(p[:-1], made, read.row_of) for p in level], dtype=np.int64)
-        last = np.array([read.row_of[p[-1]] for p in level], dtype=np.int64)
-        np.add(every[below], every[last], out=every[total : total + len(level)])
-        sizes[total : total + len(level)] = np.minimum(sizes[below], sizes[last])
-        made.update(zip(level, range(total, total + len(level)), strict=True))
-        total += len(level)
+    for level in levels:
+        target, below, last = np.array(level, dtype=np.int64).T
+        every[target] = every[below] + every[last]
+        sizes[target] = np.minimum(sizes[below], sizes[last])
     out: dict[K, Table] = {}
     for selector, derived in found.items():
-        at = np.array([_row(d.parts, made, read.row_of) for d in derived], dtype=np.int64)
+        at = np.array(rows_of[selector], dtype=np.int64)
         scales = np.array([d.scale for d in derived], dtype=np.float64)
         table = Table.of_counts([d.labels for d in derived], every[at], scales)
         table.sizes = np.minimum(table.sizes, sizes[at] + 1)
         out[selector] = table
     return out
-
-
-def _row(parts: tuple[str, ...], made: Mapping[tuple[str, ...], int],
-         index: Mapping[str, int]) -> int:  # fmt: skip
-    return index[parts[0]] if len(parts) == 1 else made[parts]  # () too: the zero row

@@ -194,3 +194,23 @@ def exact_sums(columns: Iterator[tuple[Ints, Floats]], shape: tuple[int, int]) -
             total[rows] = s
         out: Floats = total + error
     return np.where(np.isfinite(total), out, total)
+
+
+def pairwise_sums(values: Floats) -> Floats:
+    """Sums along axis 1 of groups x members x times, compensated as ``exact_sums`` (what
+    ``math.fsum`` gives), added pairwise: log2(members) array operations, not one per
+    member. Where the plain sum is not finite, a value that is not finite."""
+    total = values
+    error = np.zeros_like(values)
+    with np.errstate(invalid="ignore", over="ignore"):
+        while total.shape[1] > 1:
+            if total.shape[1] % 2:
+                pad = np.zeros((total.shape[0], 1, total.shape[2]))
+                total, error = np.concatenate((total, pad), 1), np.concatenate((error, pad), 1)
+            a, b = total[:, 0::2], total[:, 1::2]
+            s = a + b
+            back = s - a
+            error = error[:, 0::2] + error[:, 1::2] + ((a - (s - back)) + (b - back))
+            total = s
+        out: Floats = total[:, 0] + error[:, 0]
+        return np.where(np.isfinite(total[:, 0]), out, total[:, 0])

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator, Sequence
 import numpy as np
 
 from slicecount.promql import aggregation
-from slicecount.promql.arrays import Block, Floats, Ints, Mask, exact_sums
+from slicecount.promql.arrays import Block, Floats, Ints, Mask, exact_sums, pairwise_sums
 from slicecount.promql.ast import Aggregate
 from slicecount.promql.values import Labels, key
 
@@ -28,19 +28,25 @@ class Groups:
     """Which group each series of a block falls in (first-seen order, as the loop's)."""
 
     def __init__(self, node: Aggregate, labels: Sequence[Labels]) -> None:
-        index: dict[tuple[tuple[str, str], ...], int] = {}
+        index: dict[object, int] = {}
         self.labels: list[Labels] = []
         of: list[int] = []
+        by = node.grouping if not node.without else None
         for member in labels:
-            grouped = aggregation.grouped(member, node.grouping, node.without)
-            found = index.setdefault(key(grouped), len(index))
-            if found == len(self.labels):
-                self.labels.append(grouped)
+            # ``by``: the grouping labels' values name the group (a missing label as ""),
+            # cheaper than the group's labels, made once per group
+            name = tuple([member.get(k, "") for k in by]) if by is not None else None
+            found = index.get(name, -1) if name is not None else -1
+            if found < 0:
+                grouped = aggregation.grouped(member, node.grouping, node.without)
+                found = index.setdefault(name if name is not None else key(grouped), len(index))
+                if found == len(self.labels):
+                    self.labels.append(grouped)
             of.append(found)
         self.of: Ints = np.array(of, dtype=np.int64)
         self.order: Ints = np.argsort(self.of, kind="stable")
-        sizes = np.bincount(self.of, minlength=len(self.labels))
-        self.starts: Ints = np.concatenate(([0], np.cumsum(sizes)[:-1])).astype(np.int64)
+        self.sizes: Ints = np.bincount(self.of, minlength=len(self.labels))
+        self.starts: Ints = np.concatenate(([0], np.cumsum(self.sizes)[:-1])).astype(np.int64)
 
     def reduce(self, ufunc: np.ufunc, values: Floats) -> Floats:
         """``ufunc`` over the members of each group, rows sorted by group."""
@@ -49,12 +55,21 @@ class Groups:
         result: Floats = ufunc.reduceat(values[self.order], self.starts, axis=0)
         return result
 
+    def padded(self, values: Floats) -> Floats | None:
+        """groups x largest group x times: each group's members, then zeros; None when the
+        groups are so uneven that the zeros would outweigh the values."""
+        largest = int(self.sizes.max(initial=0))
+        if len(self.labels) * largest > 2 * len(self.of) + 16:
+            return None
+        out = np.zeros((len(self.labels), largest, values.shape[1]))
+        rank = np.arange(len(self.of)) - np.repeat(self.starts, self.sizes)
+        out[self.of[self.order], rank] = values[self.order]
+        return out
+
     def ranks(self) -> Iterator[tuple[Ints, Ints]]:
         """(members, their groups): each group's first members, then its second ..."""
         rank = np.empty_like(self.of)
-        rank[self.order] = np.arange(len(self.of)) - np.repeat(
-            self.starts, np.bincount(self.of, minlength=len(self.labels))
-        )
+        rank[self.order] = np.arange(len(self.of)) - np.repeat(self.starts, self.sizes)
         for r in range(int(rank.max(initial=-1)) + 1):
             members = np.flatnonzero(rank == r)
             yield members, self.of[members]
@@ -91,6 +106,9 @@ def _sums(groups: Groups, block: Block, shape: tuple[int, int]) -> Floats:
 
 
 def _exact(groups: Groups, values: Floats, shape: tuple[int, int]) -> Floats:
+    padded = groups.padded(values)
+    if padded is not None:
+        return pairwise_sums(padded)
     return exact_sums(((of, values[members]) for members, of in groups.ranks()), shape)
 
 
