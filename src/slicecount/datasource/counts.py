@@ -53,21 +53,12 @@ def rows(read: Read, ids: Sequence[str], slices: int) -> Rows:
     """The counts of ``ids`` (zeros for a series or a slice never counted)."""
     index = {i: n for n, i in enumerate(ids)}
     if isinstance(read, Slices):
-        found = [read.row.get(i, -1) for i in ids]
-        where = np.array(found, dtype=np.int64)
-        width = read.counts.shape[1] if read.counts.ndim == 2 else 0
-        counts = np.zeros((len(ids), slices), dtype=np.int64)
-        some = where >= 0
-        if width and some.any():
-            counts[some, : min(width, slices)] = read.counts[where[some], :slices]
-        sizes = np.full(len(ids), min(width, slices) if width else slices, dtype=np.int64)
-        sizes[~some] = slices
-        return Rows(index, counts, sizes)
+        return _of_slices(read, index, slices)
     found = [read.get(i) for i in ids]
     if slices and all(row is not None and len(row) == slices for row in found):
-        counts = _whole(found, slices)  # every series read in full: the usual case
-        if counts is not None:
-            return Rows(index, counts, np.full(len(ids), slices, dtype=np.int64))
+        whole = _whole(found, slices)  # every series read in full: the usual case
+        if whole is not None:
+            return Rows(index, whole, np.full(len(ids), slices, dtype=np.int64))
     counts = np.zeros((len(ids), slices), dtype=np.int64)
     sizes = np.full(len(ids), slices, dtype=np.int64)
     for n, row in enumerate(found):
@@ -78,6 +69,18 @@ def rows(read: Read, ids: Sequence[str], slices: int) -> Rows:
         size = min(len(row), slices)
         counts[n, :size] = row[:size]  # type: ignore[assignment]  # ints, None gone
         sizes[n] = size
+    return Rows(index, counts, sizes)
+
+
+def _of_slices(read: Slices, index: dict[str, int], slices: int) -> Rows:
+    where = np.array([read.row.get(i, -1) for i in index], dtype=np.int64)
+    width = read.counts.shape[1] if read.counts.ndim == 2 else 0
+    counts = np.zeros((len(index), slices), dtype=np.int64)
+    some = where >= 0
+    if width and some.any():
+        counts[some, : min(width, slices)] = read.counts[where[some], :slices]
+    sizes = np.full(len(index), min(width, slices) if width else slices, dtype=np.int64)
+    sizes[~some] = slices
     return Rows(index, counts, sizes)
 
 
@@ -108,7 +111,8 @@ def tables(found: Mapping[K, Sequence[Derived]], read: Rows) -> dict[K, Table]:
     levels: list[list[tuple[int, int, int]]] = []  # per length: (row, row below, part's row)
     rows_of: dict[K, list[int]] = {}
     for selector, derived in found.items():
-        at = rows_of[selector] = []
+        at: list[int] = []
+        rows_of[selector] = at
         for d in derived:
             row = read.row_of[d.parts[0]] if d.parts else zero
             for depth, part in enumerate(d.parts[1:]):
@@ -128,9 +132,9 @@ def tables(found: Mapping[K, Sequence[Derived]], read: Rows) -> dict[K, Table]:
         sizes[target] = np.minimum(sizes[below], sizes[last])
     out: dict[K, Table] = {}
     for selector, derived in found.items():
-        at = np.array(rows_of[selector], dtype=np.int64)
+        picked = np.array(rows_of[selector], dtype=np.int64)
         scales = np.array([d.scale for d in derived], dtype=np.float64)
-        table = Table.of_counts([d.labels for d in derived], every[at], scales)
-        table.sizes = np.minimum(table.sizes, sizes[at] + 1)
+        table = Table.of_counts([d.labels for d in derived], every[picked], scales)
+        table.sizes = np.minimum(table.sizes, sizes[picked] + 1)
         out[selector] = table
     return out

@@ -1,5 +1,6 @@
-"""Functions of instant vectors: math, clamps, ``histogram_quantile``, ``absent``,
-``scalar``, ``timestamp``, ``label_replace``/``label_join`` and ``sort``. Pure."""
+"""Functions of instant vectors: math, clamps, ``absent``, ``scalar``, ``timestamp``,
+``label_replace``/``label_join``, ``sort``, and one label set's ``histogram_quantile`` (the
+loop ``buckets`` computes on arrays and falls back to). Pure."""
 
 from __future__ import annotations
 
@@ -16,7 +17,6 @@ from slicecount.promql.values import (
     Series,
     Value,
     check_unique,
-    key,
     without_name,
 )
 
@@ -218,28 +218,6 @@ def label_join(series: list[Series], dst: str, separator: str, sources: list[str
         if value:
             labels[dst] = value
         out.append(Series(labels, list(s.values)))
-    return check_unique(out)
-
-
-def histogram_quantile(qs: list[float], buckets: list[Series]) -> list[Series]:
-    """Prometheus' estimate from cumulative ``le`` buckets, per label set without ``le`` (the
-    name included: two histograms differing only by name fail, as in Prometheus)."""
-    groups: dict[tuple[tuple[str, str], ...], tuple[Labels, list[tuple[float, Series]]]] = {}
-    for s in buckets:
-        try:
-            bound = float(s.labels.get(LE, ""))
-        except ValueError:
-            continue  # no or bad le label: not a bucket, skipped as Prometheus does
-        labels = {k: v for k, v in s.labels.items() if k not in (LE, NAME_LABEL)}
-        signature = key({k: v for k, v in s.labels.items() if k != LE})
-        groups.setdefault(signature, (labels, []))[1].append((bound, s))
-    out = []
-    for labels, members in groups.values():
-        values: list[Value] = []
-        for index, q in enumerate(qs):
-            present = [(b, s.values[index]) for b, s in members if s.values[index] is not None]
-            values.append(bucket_quantile(q, present) if present else None)  # type: ignore[arg-type]
-        out.append(Series(labels, values))
     return check_unique(out)
 
 
