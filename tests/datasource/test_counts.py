@@ -1,0 +1,84 @@
+"""Read slices as arrays (``counts``) and numbers as JSON text in bulk (``numbers``): the same
+tables whichever shape the read takes (lists with None, an array per series, one 2-D array),
+derived series the sums of their parts, and every text what the one-value function writes."""
+
+from __future__ import annotations
+
+import math
+from itertools import accumulate
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from slicecount.datasource.counts import Slices, rows, tables
+from slicecount.datasource.frames import number
+from slicecount.datasource.numbers import datapoint_numbers, sample_texts
+from slicecount.datasource.prometheus.names import Derived
+from slicecount.promql.values import format_value
+
+SLICES = 6
+COUNTS = st.lists(st.one_of(st.none(), st.integers(0, 2**40)), min_size=SLICES, max_size=SLICES)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(COUNTS, min_size=1, max_size=8), st.data())
+def test_lists_arrays_and_one_array_read_as_the_same_tables(
+    read: list[list[int | None]], data: st.DataObject
+) -> None:
+    ids = [f"s{i}" for i in range(len(read))]
+    as_lists = dict(zip(ids, read, strict=True))
+    zeroed = [[c or 0 for c in counts] for counts in read]
+    as_arrays = {i: np.array(c, dtype=np.int64) for i, c in zip(ids, zeroed, strict=True)}
+    as_one = Slices({i: n for n, i in enumerate(ids)}, np.array(zeroed, dtype=np.int64))
+    # cumulative buckets: each the parts of the one below plus one; a bucket with no part
+    cuts = data.draw(st.lists(st.integers(0, len(ids)), min_size=1, max_size=4))
+    derived = [Derived({"le": str(c)}, tuple(ids[:c]), 1.0) for c in cuts]
+    found = {"selector": derived}
+    results = [
+        tables(found, rows(r, ids, SLICES))["selector"] for r in (as_lists, as_arrays, as_one)
+    ]
+    for table in results:
+        assert table.totals.dtype == np.int64
+        for d, totals, size in zip(
+            derived, table.totals.tolist(), table.sizes.tolist(), strict=True
+        ):
+            summed = [sum(zeroed[ids.index(p)][k] for p in d.parts) for k in range(SLICES)]
+            assert totals == list(accumulate(summed, initial=0))
+            assert size == SLICES + 1
+
+
+def test_a_series_never_read_or_read_short() -> None:
+    read = rows({"a": [1, 2], "b": []}, ["a", "b", "c"], 4)
+    assert read.counts.tolist() == [[1, 2, 0, 0], [0, 0, 0, 0], [0, 0, 0, 0]]
+    assert read.sizes.tolist() == [2, 4, 4]  # "a" has no sample past what was read
+    (table,) = tables({"x": [Derived({}, ("a",), 1.0)]}, read).values()
+    assert table.sizes.tolist() == [3]
+
+
+def test_counts_past_what_a_float_holds_stay_exact() -> None:
+    big = 2**60 + 1
+    read = rows({"a": [big, None, 1]}, ["a"], 3)
+    assert read.counts.tolist() == [[big, 0, 1]]
+
+
+FLOATS = st.one_of(
+    st.floats(),
+    st.integers(-(10**17), 10**17).map(float),
+    st.sampled_from([-0.0, 0.0, 1e16, 1e-4, 9.99e-5, 1e21, 2.0**63, -(2.0**64), 0.1]),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(FLOATS, min_size=1, max_size=20))
+def test_sample_texts_are_format_value(values: list[float]) -> None:
+    assert sample_texts(np.array(values)) == [format_value(v) for v in values]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(FLOATS, min_size=1, max_size=20))
+def test_datapoint_numbers_are_number(values: list[float]) -> None:
+    got = datapoint_numbers(np.array(values))
+    want = [number(v) for v in values]
+    assert [(type(v), v) for v in got] == [(type(v), v) for v in want]
+    assert all(v is None for v, x in zip(got, values, strict=True) if not math.isfinite(x))
