@@ -20,7 +20,7 @@ def build(counts: dict[int, int], header: Header | None = None, old: bytes = b""
     frames: dict[tuple[int, int], list[int]] = {}
     for p in LADDER:
         for start in {t - t % (p * FRAME_SLICES) for t in counts}:
-            lo, n, offset, length = header.frames(p, start, start + 1)
+            _, n, offset, length = header.frames(p, start, start + 1)
             if n:
                 frames[(p, start)] = blocks.decode_frame(old[offset : offset + length])
     blocks.add_counts(frames, LADDER, counts)
@@ -78,7 +78,7 @@ def test_every_precision_sums_the_same_counts_and_a_span_reads_exactly() -> None
     for p in LADDER:
         assert sum(everything[p].values()) == sum(counts.values())
     start, end = T0 - T0 % 5 + 600, T0 + 5000
-    lo, n, offset, length = header.frames(5, start, end)
+    lo, _, offset, length = header.frames(5, start, end)
     got = blocks.slices_in(header, 5, data[offset : offset + length], lo, start, end)
     assert got == [sum(counts.get(s + k, 0) for k in range(5)) for s in range(start, end, 5)]
 

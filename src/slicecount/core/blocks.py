@@ -126,7 +126,7 @@ def header_size(prefix: bytes) -> int:
     need = HEADER.size + SECTION.size * count
     if len(prefix) < need:
         return need
-    frames = sum(
+    frames: int = sum(
         SECTION.unpack_from(prefix, HEADER.size + SECTION.size * k)[3] for k in range(count)
     )
     return need + 2 * frames
