@@ -37,7 +37,7 @@ WATCHED = {
 }  # fmt: skip
 """The packages an extra may or may not bring: the uses' own and the dev tools."""
 ASGI = {"starlette", "anyio"}
-DATASOURCE = {"click", "starlette", "anyio", "uvicorn", "google-re2", "numpy"}  # uvicorn needs click
+DATASOURCE = {"click", "starlette", "anyio", "uvicorn", "google-re2", "numpy"}  # uvicorn: click
 EXAMPLES = {
     "flask", "click", "sqlalchemy", "starlette", "anyio", "gunicorn", "uvicorn", "fastapi"
 }  # fmt: skip
