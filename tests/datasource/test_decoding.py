@@ -7,8 +7,8 @@ import random
 import pytest
 
 from slicecount.core import blocks
-from slicecount.core.blocks import FRAME_SLICES, BlockError, Header
-from slicecount.datasource.decoding import Stored, decode_frames, slices_matrix
+from slicecount.core.blocks import FRAME_SLICES, BlockError, Header, Stored
+from slicecount.datasource.decoding import decode_frames, slices_matrix
 
 T0 = 1_700_000_000 - 1_700_000_000 % 3600
 LADDER = (1, 5, 60)

@@ -9,10 +9,9 @@ them at once: the byte planes of every frame of one width are one array.
 from __future__ import annotations
 
 import zlib
-from collections.abc import Mapping, Sequence
-from typing import NamedTuple
+from collections.abc import Sequence
 
-from slicecount.core.blocks import FRAME_SLICES, WIDTHS, BlockError, Header
+from slicecount.core.blocks import FRAME_SLICES, WIDTHS, BlockError, Stored
 from slicecount.errors import MissingExtra
 
 try:
@@ -22,16 +21,6 @@ except ModuleNotFoundError as exc:
     raise MissingExtra("datasource", exc, "the datasource") from exc
 
 Matrix = npt.NDArray[np.int64]
-
-
-class Stored(NamedTuple):
-    """What a read found of one series: its block's header (None: no block), the bytes of
-    the frames it needs from frame ``first_index`` on, and its open slices (second -> n)."""
-
-    header: Header | None
-    frames: bytes
-    first_index: int
-    open: Mapping[int, int]
 
 
 def decode_frames(frames: Sequence[bytes]) -> Matrix:
