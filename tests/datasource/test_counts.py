@@ -4,7 +4,6 @@ derived series the sums of their parts, and every text what the one-value functi
 
 from __future__ import annotations
 
-import math
 from itertools import accumulate
 
 import numpy as np
@@ -13,8 +12,9 @@ from hypothesis import strategies as st
 
 from slicecount.datasource.counts import Slices, rows, tables
 from slicecount.datasource.frames import number
-from slicecount.datasource.numbers import datapoint_numbers, sample_texts
+from slicecount.datasource.numbers import datapoint_texts, sample_texts
 from slicecount.datasource.prometheus.names import Derived
+from slicecount.datasource.render import ENCODER
 from slicecount.promql.values import format_value
 
 SLICES = 6
@@ -69,16 +69,21 @@ FLOATS = st.one_of(
 )
 
 
+VALUES = st.one_of(
+    st.lists(FLOATS, min_size=1, max_size=20),  # each written
+    st.lists(FLOATS, min_size=1, max_size=8).flatmap(  # repeats: the distinct ones written
+        lambda pool: st.lists(st.sampled_from(pool), min_size=64, max_size=200)
+    ),
+)
+
+
 @settings(max_examples=300, deadline=None)
-@given(st.lists(FLOATS, min_size=1, max_size=20))
+@given(VALUES)
 def test_sample_texts_are_format_value(values: list[float]) -> None:
     assert sample_texts(np.array(values)) == [format_value(v) for v in values]
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(FLOATS, min_size=1, max_size=20))
-def test_datapoint_numbers_are_number(values: list[float]) -> None:
-    got = datapoint_numbers(np.array(values))
-    want = [number(v) for v in values]
-    assert [(type(v), v) for v in got] == [(type(v), v) for v in want]
-    assert all(v is None for v, x in zip(got, values, strict=True) if not math.isfinite(x))
+@given(VALUES)
+def test_datapoint_texts_are_the_json_of_number(values: list[float]) -> None:
+    assert datapoint_texts(np.array(values)) == [ENCODER.encode(number(v)) for v in values]

@@ -159,9 +159,12 @@ TOTALS = st.one_of(
 def test_range_functions_are_their_definitions(totals: list[float], name: str, width: int,
                                                data: st.DataObject) -> None:  # fmt: skip
     ends = data.draw(st.lists(st.integers(width, len(totals) + 2), min_size=1, max_size=6))
-    table = Table.of_raws([Raw({"__name__": "x"}, totals)])
+    table = Table.of_raws([Raw({"__name__": "x"}, totals)])  # type: ignore[arg-type]  # floats
     starts = np.array([e - width for e in ends], dtype=np.int64)
-    values, present = over_windows(table, KERNELS[name], starts, np.array(ends), np.ones(len(ends), dtype=bool), width * 5, 5)  # fmt: skip
+    valid = np.ones(len(ends), dtype=bool)
+    values, present = over_windows(
+        table, KERNELS[name], starts, np.array(ends), valid, width * 5, 5
+    )
     for i, (b, a) in enumerate(zip(starts.tolist(), ends, strict=True)):
         assert present[0, i] == (a < len(totals))
         if a < len(totals):
@@ -172,8 +175,9 @@ def test_range_functions_are_their_definitions(totals: list[float], name: str, w
 @settings(max_examples=200, deadline=None)
 @given(series_lists, st.sampled_from(["+", "-", "*", "/", "==", "<", ">="]), st.booleans(),
        st.lists(NUMBERS, min_size=STEPS, max_size=STEPS), st.booleans())  # fmt: skip
-def test_arithmetic_with_a_scalar_is_the_loop(series: list[Series], op: str, swap: bool,
-                                              number: list[float], as_bool: bool) -> None:  # fmt: skip
+def test_arithmetic_with_a_scalar_is_the_loop(
+    series: list[Series], op: str, swap: bool, number: list[float], as_bool: bool
+) -> None:
     distinct = list({key(s.labels): s for s in series}.values())
     want = outcome(lambda: binary.with_scalar(op, distinct, number, swap, as_bool))
     block = Block.of(distinct, STEPS)

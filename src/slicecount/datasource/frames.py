@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple, cast
 
 from slicecount.core.histogram import LE_LABEL
-from slicecount.datasource.numbers import datapoint_numbers
+from slicecount.datasource.numbers import datapoint_texts
 from slicecount.datasource.render import Fragment
 from slicecount.promql.arrays import Floats
 
@@ -95,7 +95,7 @@ def datapoints(values: Sequence[Value] | Floats, template: str) -> str:
     """The datapoints of ``values`` as JSON text, exactly as ``json.dumps`` writes them: ``%s``
     of an int, or of a float that is not whole, is its JSON text; None becomes null."""
     if isinstance(values, np.ndarray):
-        values = datapoint_numbers(values)
+        return template % tuple(datapoint_texts(values))
     if _all_ints(values):  # counts as they were stored: the usual case, checked in C
         return template % tuple(values)
     if float in map(type, values):

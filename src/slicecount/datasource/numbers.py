@@ -2,12 +2,14 @@
 (``values.format_value``, Go's shortest 'f' format) and the simPod datapoints (whole values
 as integers, what is not finite as ``null``). Pure.
 
-Each text is what the one-value function writes; the arrays only sort the values into the
-kinds whose text a C routine writes (``str`` of an int, ``repr`` of a float without an
-exponent) and leave the rest (NaN, infinities, -0, exponents) to that function.
+Each text is what the one-value function writes; the arrays only sort the (distinct) values
+into the kinds whose text a C routine writes (``str`` of an int, ``repr`` of a float without
+an exponent) and leave the rest (NaN, infinities, -0, exponents) to that function.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 from slicecount.promql.arrays import Floats
 from slicecount.promql.values import format_value
@@ -27,7 +29,30 @@ PLAIN_FLOATS = 1e-4
 
 def sample_texts(values: Floats) -> list[str]:
     """``format_value`` of every value (flattened, row after row)."""
-    flat = values.ravel()
+    return _each_distinct(values.ravel(), _sample_texts)
+
+
+def datapoint_texts(values: Floats) -> list[str]:
+    """The JSON text of ``frames.number`` of every value: whole values as integers, what is
+    not finite (NaN: no sample) as ``null``."""
+    return _each_distinct(values.ravel(), _datapoint_texts)
+
+
+def _each_distinct(flat: Floats, texts: Callable[[Floats], list[str]]) -> list[str]:
+    """``texts`` of the distinct values only, spread back: a panel's values repeat (rates of
+    a few counts over one window), and writing a float's shortest digits is what costs."""
+    if flat.size < 64 or ((flat == 0) & np.signbit(flat)).any():  # -0 sorts as 0
+        return texts(flat)
+    distinct, where = np.unique(flat, return_inverse=True)
+    if len(distinct) > flat.size // 2:
+        return texts(flat)
+    found = np.empty(len(distinct), dtype=object)
+    found[:] = texts(distinct)
+    spread: list[str] = found[where.ravel()].tolist()
+    return spread
+
+
+def _sample_texts(flat: Floats) -> list[str]:
     out = np.empty(flat.size, dtype=object)
     with np.errstate(invalid="ignore"):
         finite = np.isfinite(flat)
@@ -43,24 +68,21 @@ def sample_texts(values: Floats) -> list[str]:
     return texts
 
 
-def datapoint_numbers(values: Floats) -> list[int | float | None]:
-    """``frames.number`` of every value (NaN: no sample, as a value that is not finite)."""
+def _datapoint_texts(flat: Floats) -> list[str]:
+    out = np.full(flat.size, "null", dtype=object)
     with np.errstate(invalid="ignore"):
-        finite = np.isfinite(values)
-        whole = finite & (values == np.trunc(values))
-        small = whole & (np.abs(values) < 2.0**63)
-    if small.all():
-        ints: list[int | float | None] = values.astype(np.int64).tolist()
-        return ints
-    out = np.array(values.tolist(), dtype=object)
-    _fill(out, small, values[small].astype(np.int64).tolist())
-    _fill(out, whole & ~small, [int(v) for v in values[whole & ~small].tolist()])
-    out[~finite] = None
-    numbers: list[int | float | None] = out.tolist()
-    return numbers
+        finite = np.isfinite(flat)
+        whole = finite & (flat == np.trunc(flat))
+        small = whole & (np.abs(flat) < 2.0**63)
+    _fill(out, small, list(map(str, flat[small].astype(np.int64).tolist())))
+    _fill(out, whole & ~small, [str(int(v)) for v in flat[whole & ~small].tolist()])
+    fraction = finite & ~whole
+    _fill(out, fraction, list(map(float.__repr__, flat[fraction].tolist())))
+    texts: list[str] = out.tolist()
+    return texts
 
 
-def _fill(out: np.ndarray, where: np.ndarray, items: list[object]) -> None:
+def _fill(out: np.ndarray, where: np.ndarray, items: list[str]) -> None:
     if items:
         holder = np.empty(len(items), dtype=object)
         holder[:] = items
