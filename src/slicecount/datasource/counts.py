@@ -106,6 +106,9 @@ def tables(found: Mapping[K, Sequence[Derived]], read: Rows) -> dict[K, Table]:
     one below plus one series: every distinct prefix is made once (a trie of them), a prefix
     length at a time, each length one array addition for every label set."""
     stored, slices = read.counts.shape
+    if all(len(d.parts) == 1 for derived in found.values() for d in derived):
+        return {s: _table(d, read.counts, read.sizes, [read.row_of[x.parts[0]] for x in d])
+                for s, d in found.items()}  # fmt: skip  # counters: a row each
     zero = stored  # the row of a bucket below every stored one (no part): zero
     made: dict[tuple[int, str], int] = {}  # (row of a prefix, next part) -> row
     levels: list[list[tuple[int, int, int]]] = []  # per length: (row, row below, part's row)
@@ -130,11 +133,12 @@ def tables(found: Mapping[K, Sequence[Derived]], read: Rows) -> dict[K, Table]:
         target, below, last = np.array(level, dtype=np.int64).T
         every[target] = every[below] + every[last]
         sizes[target] = np.minimum(sizes[below], sizes[last])
-    out: dict[K, Table] = {}
-    for selector, derived in found.items():
-        picked = np.array(rows_of[selector], dtype=np.int64)
-        scales = np.array([d.scale for d in derived], dtype=np.float64)
-        table = Table.of_counts([d.labels for d in derived], every[picked], scales)
-        table.sizes = np.minimum(table.sizes, sizes[picked] + 1)
-        out[selector] = table
-    return out
+    return {s: _table(d, every, sizes, rows_of[s]) for s, d in found.items()}
+
+
+def _table(derived: Sequence[Derived], every: Ints, sizes: Ints, rows: list[int]) -> Table:
+    picked = np.array(rows, dtype=np.int64)
+    scales = np.array([d.scale for d in derived], dtype=np.float64)
+    table = Table.of_counts([d.labels for d in derived], every[picked], scales)
+    table.sizes = np.minimum(table.sizes, sizes[picked] + 1)
+    return table

@@ -32,10 +32,16 @@ def sample_texts(values: Floats) -> list[str]:
     return _each_distinct(values.ravel(), _sample_texts)
 
 
-def datapoint_texts(values: Floats) -> list[str]:
-    """The JSON text of ``frames.number`` of every value: whole values as integers, what is
-    not finite (NaN: no sample) as ``null``."""
-    return _each_distinct(values.ravel(), _datapoint_texts)
+def datapoint_items(values: Floats) -> list[int | str]:
+    """What ``%s`` writes as the JSON of ``frames.number`` of every value (flattened): whole
+    values as integers, what is not finite (NaN: no sample) as ``null``."""
+    flat = values.ravel()
+    with np.errstate(invalid="ignore"):
+        if np.all(np.abs(flat) < 2.0**63) and np.array_equal(flat, np.trunc(flat)):
+            ints: list[int | str] = flat.astype(np.int64).tolist()  # counts: the usual case
+            return ints
+    texts: list[int | str] = _each_distinct(flat, _datapoint_texts)  # type: ignore[assignment]
+    return texts
 
 
 def _each_distinct(flat: Floats, texts: Callable[[Floats], list[str]]) -> list[str]:

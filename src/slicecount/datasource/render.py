@@ -39,8 +39,8 @@ def render(content: Any) -> bytes:
     """``content`` as UTF-8 JSON; ValueError if it holds a non-finite float."""
     if isinstance(content, list) and any(_has_fragment(item) for item in content):
         text = "[" + ",".join(_item(item) for item in content) + "]"
-    elif _has_fragment(content):  # an envelope holding one (the Prometheus API's result)
-        text = _item(content)
+    elif _holds_fragment(content):  # an envelope holding one (the Prometheus API's result)
+        text = _nested(content)
     else:
         text = ENCODER.encode(content)
     try:
@@ -50,16 +50,29 @@ def render(content: Any) -> bytes:
 
 
 def _has_fragment(item: object) -> bool:
-    """A dict holding a Fragment as a value, or in a dict it holds (at any depth)."""
-    return isinstance(item, dict) and any(
-        isinstance(v, Fragment) or _has_fragment(v) for v in item.values()
-    )
+    return isinstance(item, dict) and any(isinstance(v, Fragment) for v in item.values())
 
 
 def _item(item: Any) -> str:
-    if isinstance(item, Fragment):
-        return item.text
     if not _has_fragment(item):
         return ENCODER.encode(item)
-    fields = (ENCODER.encode(key) + ":" + _item(v) for key, v in item.items())
+    fields = (
+        ENCODER.encode(key) + ":" + (v.text if isinstance(v, Fragment) else ENCODER.encode(v))
+        for key, v in item.items()
+    )
     return "{" + ",".join(fields) + "}"
+
+
+def _holds_fragment(item: object) -> bool:
+    """A dict holding a Fragment as a value, or in a dict it holds (at any depth)."""
+    return isinstance(item, dict) and any(
+        isinstance(v, Fragment) or _holds_fragment(v) for v in item.values()
+    )
+
+
+def _nested(item: Any) -> str:
+    if isinstance(item, Fragment):
+        return item.text
+    if not _holds_fragment(item):
+        return ENCODER.encode(item)
+    return "{" + ",".join(ENCODER.encode(k) + ":" + _nested(v) for k, v in item.items()) + "}"

@@ -2,7 +2,7 @@
 once (the other aggregations run ``aggregation``'s loop on the block's series). Pure.
 
 Sums are exact: integer values (counts) add exactly in float64 below 2**53, and other floats
-are summed with the error of every addition kept (``arrays.exact_sums``), which is what
+are summed with the error of every addition kept (``arrays.pairwise_sums``), which is what
 ``math.fsum`` gives. A group or time whose result is not finite (an overflow, infinities) is
 computed again by ``aggregation``'s loop, whose answer for it Prometheus' tests pin down.
 """
