@@ -67,7 +67,14 @@ def test_grouped_reductions_are_the_loops(series: list[Series], op: str, without
     node = parse(f"{op} {'without' if without else 'by'} (a) (x)")
     assert isinstance(node, Aggregate)
     want = aggregation.aggregate(node, None, [Series(s.labels, list(s.values)) for s in series])
-    assert_same(groups.aggregate(node, Block.of(series, STEPS)).series(), want)
+    got = groups.aggregate(node, Block.of(series, STEPS)).series()
+    if op in ("max", "min"):  # the loop repeats a time's result when its column == the last
+        got, want = _unsigned_zeros(got), _unsigned_zeros(want)  # one's: 0.0 == -0.0
+    assert_same(got, want)
+
+
+def _unsigned_zeros(series: list[Series]) -> list[Series]:
+    return [Series(s.labels, [0.0 if v == 0 else v for v in s.values]) for s in series]
 
 
 @settings(max_examples=100, deadline=None)

@@ -87,11 +87,12 @@ def _of_slices(read: Slices, index: dict[str, int], slices: int) -> Rows:
 def _whole(found: list[Sequence[int | None] | Ints | None], slices: int) -> Ints | None:
     """The rows as one array, converted in C; None when a count is too large to convert
     exactly. A slice with no field (None) goes through float64 (NaN, then 0)."""
-    if not any(not isinstance(row, np.ndarray) and None in row for row in found):  # type: ignore[operator]
-        try:
-            return np.array(found, dtype=np.int64).reshape(len(found), slices)
-        except OverflowError:
-            return None
+    try:  # no None: every slice counted (a busy series), the usual case
+        return np.array(found, dtype=np.int64).reshape(len(found), slices)
+    except OverflowError:
+        return None
+    except TypeError:
+        pass
     table = np.array(found, dtype=np.float64).reshape(len(found), slices)
     np.nan_to_num(table, copy=False, nan=0.0)
     if np.abs(table).max(initial=0.0) >= EXACT:

@@ -178,39 +178,61 @@ class Table:
         return cls(labels, totals, sizes, scales)
 
 
-def exact_sums(columns: Iterator[tuple[Ints, Floats]], shape: tuple[int, int]) -> Floats:
+Sums = tuple[Floats, Mask]
+"""Compensated sums, and where they may not be ``math.fsum``'s (to compute again)."""
+
+
+def exact_sums(columns: Iterator[tuple[Ints, Floats]], shape: tuple[int, int],
+               members: int) -> Sums:  # fmt: skip
     """Sums of rows of values into ``shape``, each row added to the row its index names:
     compensated (Knuth's two-sum, the error of every addition kept), so a sum of floats is
-    what ``math.fsum`` gives, whatever the order. Where the plain sum is not finite, the plain
-    sum (as Python's ``sum`` after ``fsum`` fails)."""
+    what ``math.fsum`` gives, whatever the order (``rounded`` says where it may not be)."""
     total = np.zeros(shape)
     error = np.zeros(shape)
+    spread = np.zeros(shape)
     with np.errstate(invalid="ignore", over="ignore"):
         for rows, x in columns:
             a = total[rows]
             s = a + x
             back = s - a
-            error[rows] += (a - (s - back)) + (x - back)
+            lost = (a - (s - back)) + (x - back)
+            error[rows] += lost
+            spread[rows] += np.abs(lost)
             total[rows] = s
-        out: Floats = total + error
-    return np.where(np.isfinite(total), out, total)
+    return rounded(total, error, spread, members)
 
 
-def pairwise_sums(values: Floats) -> Floats:
-    """Sums along axis 1 of groups x members x times, compensated as ``exact_sums`` (what
-    ``math.fsum`` gives), added pairwise: log2(members) array operations, not one per
-    member. Where the plain sum is not finite, a value that is not finite."""
+def pairwise_sums(values: Floats) -> Sums:
+    """Sums along axis 1 of groups x members x times, compensated as ``exact_sums``, added
+    pairwise: log2(members) array operations, not one per member."""
+    members = values.shape[1]
     total = values
     error = np.zeros_like(values)
+    spread = np.zeros_like(values)
     with np.errstate(invalid="ignore", over="ignore"):
         while total.shape[1] > 1:
             if total.shape[1] % 2:
                 pad = np.zeros((total.shape[0], 1, total.shape[2]))
-                total, error = np.concatenate((total, pad), 1), np.concatenate((error, pad), 1)
+                total, error, spread = (np.concatenate((x, pad), 1) for x in (total, error, spread))
             a, b = total[:, 0::2], total[:, 1::2]
             s = a + b
             back = s - a
-            error = error[:, 0::2] + error[:, 1::2] + ((a - (s - back)) + (b - back))
+            lost = (a - (s - back)) + (b - back)
+            error = error[:, 0::2] + error[:, 1::2] + lost
+            spread = spread[:, 0::2] + spread[:, 1::2] + np.abs(lost)
             total = s
-        out: Floats = total[:, 0] + error[:, 0]
-        return np.where(np.isfinite(total[:, 0]), out, total[:, 0])
+    return rounded(total[:, 0], error[:, 0], spread[:, 0], 2 * members)
+
+
+def rounded(total: Floats, error: Floats, spread: Floats, additions: int) -> Sums:
+    """``total + error`` (the plain sum where that is not finite: an overflow, infinities),
+    and where that rounding may differ from the exact sum's: where the errors' own sum was
+    not exact (``spread`` bounds it) and could carry the result across a rounding midpoint.
+    Counts and rates never come near one; a tie plus a subnormal does."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        out = total + error
+        rest = error - (out - total)  # what rounding out left over, exactly
+        half = np.spacing(np.abs(out)) / 2
+        finite = np.isfinite(total) & np.isfinite(out)
+        doubt = finite & (spread > 0) & (half - np.abs(rest) <= additions * 2.0**-52 * spread)
+    return np.where(finite, out, total), doubt

@@ -14,11 +14,21 @@ from collections.abc import Callable, Iterator, Sequence
 import numpy as np
 
 from slicecount.promql import aggregation
-from slicecount.promql.arrays import Block, Floats, Ints, Mask, exact_sums, pairwise_sums
+from slicecount.promql.arrays import (
+    Block,
+    Floats,
+    Ints,
+    Mask,
+    Sums,
+    exact_sums,
+    pairwise_sums,
+)
 from slicecount.promql.ast import Aggregate
 from slicecount.promql.values import Labels, key
 
 VECTORISED = frozenset({"sum", "avg", "count", "min", "max", "group"})
+HUGE = 2.0**1022
+"""Sums whose terms add up to this or more are the loop's (fsum overflows before them)."""
 EXACT_INTEGERS = 2.0**52
 """Below this, a sum of integer floats is exact in any order (with room for the column
 totals that bound it)."""
@@ -51,7 +61,7 @@ class Groups:
     def reduce(self, ufunc: np.ufunc, values: Floats) -> Floats:
         """``ufunc`` over the members of each group, rows sorted by group."""
         if not len(self.labels):
-            return np.zeros((0, values.shape[1]))
+            return np.zeros((0, values.shape[1]), dtype=values.dtype)
         result: Floats = ufunc.reduceat(values[self.order], self.starts, axis=0)
         return result
 
@@ -83,43 +93,49 @@ def aggregate(node: Aggregate, block: Block) -> Block:
     found = counts > 0
     shape = (len(groups.labels), block.steps)
     op = node.op
+    doubt = np.zeros(shape, dtype=bool)
     with np.errstate(invalid="ignore", over="ignore"):
         if op in ("count", "group"):
             values = counts if op == "count" else np.ones(shape)
         elif op in ("max", "min"):
             gaps = np.where(present, block.values, np.nan)
             values = groups.reduce(np.fmax if op == "max" else np.fmin, gaps)
+            # which zero wins is the loop's (the first seen): only where a -0 takes part
+            negative_zero = groups.reduce(np.logical_or, (gaps == 0) & np.signbit(gaps))
+            doubt = (values == 0) & negative_zero
         else:
-            values = _sums(groups, block, shape)
+            values, doubt = _sums(groups, block, shape)
             if op == "avg":
                 values = values / np.where(found, counts, 1.0)
-    values = _again(node, block, groups, values, found)
+    if op in ("sum", "avg"):
+        doubt |= ~np.isfinite(values)
+    values = _again(node, block, groups, values, found & doubt)
     return Block(groups.labels, np.where(found, values, 0.0), found)
 
 
-def _sums(groups: Groups, block: Block, shape: tuple[int, int]) -> Floats:
+def _sums(groups: Groups, block: Block, shape: tuple[int, int]) -> Sums:
     values = np.where(block.present, block.values, 0.0)
     magnitude = np.abs(values).sum(axis=0)
     if np.all(magnitude < EXACT_INTEGERS) and np.array_equal(values, np.trunc(values)):
-        return groups.reduce(np.add, values)  # whole numbers: exact in any order
-    return _exact(groups, values, shape)
-
-
-def _exact(groups: Groups, values: Floats, shape: tuple[int, int]) -> Floats:
+        exact = groups.reduce(np.add, values) + 0.0  # in any order; -0 is 0, as fsum's
+        return exact, np.zeros(shape, dtype=bool)
     padded = groups.padded(values)
     if padded is not None:
-        return pairwise_sums(padded)
-    return exact_sums(((of, values[members]) for members, of in groups.ranks()), shape)
+        sums, doubt = pairwise_sums(padded)
+    else:
+        ranks = ((of, values[members]) for members, of in groups.ranks())
+        sums, doubt = exact_sums(ranks, shape, len(block))
+    with np.errstate(over="ignore"):  # near the largest float, fsum's partials overflow
+        return sums, doubt | (groups.reduce(np.add, np.abs(values)) >= HUGE)
 
 
 Combine = Callable[[Sequence[float]], float]
 
 
-def _again(node: Aggregate, block: Block, groups: Groups, values: Floats, found: Mask) -> Floats:
-    """The cells whose result is not finite, computed by the loop (overflows, infinities)."""
-    if node.op not in ("sum", "avg"):
-        return values
-    odd = np.argwhere(found & ~np.isfinite(values))
+def _again(node: Aggregate, block: Block, groups: Groups, values: Floats, cells: Mask) -> Floats:
+    """``cells`` computed by the loop: results that are not finite (overflows, infinities),
+    or sums the compensation may have rounded the other way."""
+    odd = np.argwhere(cells)
     if not len(odd):
         return values
     values = values.copy()

@@ -12,11 +12,12 @@ of a loop over the windows.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import numpy as np
 
-from slicecount.promql.arrays import Block, Floats, Ints, Mask, Table
+from slicecount.promql.arrays import Block, Floats, Ints, Mask, Table, rounded
 from slicecount.promql.values import Grid, Labels
 
 Kernel = Callable[[Table, Ints, Ints, int, int], Floats]
@@ -43,7 +44,7 @@ def over_windows(
     b, a = np.where(valid, starts, 0), np.where(valid, ends, 0)
     present = valid[None, :] & (a[None, :] < table.sizes[:, None])
     last = table.totals.shape[1] - 1
-    if last < 1:
+    if last < 0:  # nothing read
         return np.zeros(present.shape), present
     a = np.minimum(a, last)  # past every row's totals: absent, any index will do
     b = np.minimum(b, a - 1)
@@ -121,15 +122,21 @@ def _avg_over_time(t: Table, b: Ints, a: Ints, span: int, p: int) -> Floats:
     if t.exact:  # fsum of integers: their exact sum
         return _scaled(t, _window_sums(t, b, a) / count)
     total = t.totals[:, b + 1].astype(np.float64)
-    error = np.zeros_like(total)
-    for offset in range(2, int((a - b).max(initial=0)) + 1):  # two-sum: fsum's exact sum
+    error, spread = np.zeros_like(total), np.zeros_like(total)
+    widest = int((a - b).max(initial=0))
+    for offset in range(2, widest + 1):  # two-sum: fsum's exact sum
         inside = b + offset <= a
         x = np.where(inside[None, :], t.totals[:, np.where(inside, b + offset, a)], 0.0)
         s = total + x
         back = s - total
-        error += (total - (s - back)) + (x - back)
+        lost = (total - (s - back)) + (x - back)
+        error += lost
+        spread += np.abs(lost)
         total = s
-    sums = np.where(np.isfinite(total), total + error, total)
+    sums, doubt = rounded(total, error, spread, widest)
+    for row, column in np.argwhere(doubt).tolist():  # near a rounding midpoint: fsum itself
+        window = t.totals[row, b[column] + 1 : a[column] + 1].tolist()
+        sums[row, column] = math.fsum(window)
     return _scaled(t, sums / count)
 
 
