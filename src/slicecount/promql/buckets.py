@@ -44,12 +44,11 @@ def histogram_quantile(qs: list[float], buckets: Block) -> Block:
     q = np.array(qs, dtype=np.float64)
     layouts: dict[Layout, list[int]] = {}
     for group, bounds in enumerate(members):
-        bounds.sort(key=lambda b: b[0])  # stable: equal bounds keep their order
-        layout = tuple(b for b, _ in bounds)
-        if any(math.isnan(b) for b in layout):
+        if any(math.isnan(b) for b, _ in bounds):  # no order: the loop's, on the rows' one
             _by_loop(q, buckets, bounds, values[group], present[group])
-        else:
-            layouts.setdefault(layout, []).append(group)
+            continue
+        bounds.sort(key=lambda b: b[0])  # stable: equal bounds keep their order
+        layouts.setdefault(tuple(b for b, _ in bounds), []).append(group)
     for layout, groups in layouts.items():
         rows = np.array([[row for _, row in members[g]] for g in groups], dtype=np.int64)
         whole = buckets.present[rows].all(axis=1)  # (groups, steps)
