@@ -11,8 +11,6 @@ import asyncio
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import numpy as np
-
 from slicecount.core.slices import slice_starts
 from slicecount.datasource import discovery, frames, rewrites, targets
 from slicecount.datasource.discovery import SeriesInfo
@@ -121,7 +119,7 @@ def _lines(query: Query, answer: Answer, table: bool) -> list[frames.Line]:
     node = query.node
     if not (isinstance(node, Call) and node.func in ("sort", "sort_desc")):
         order.sort(key=lambda i: sorted(block.labels[i].items()))
-    points = None if table else np.where(block.present, block.values, np.nan)
+    points = None if table else block.gaps()
     lines = []
     for i in order:
         tags = without_name(block.labels[i])

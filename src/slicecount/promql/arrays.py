@@ -74,6 +74,10 @@ class Block(Sequence[Series]):
             return values
         return [v if m else None for v, m in zip(values, mask.tolist(), strict=True)]
 
+    def gaps(self) -> Floats:
+        """The values with NaN where there is no sample (a graph draws both as a gap)."""
+        return self.values if self.present.all() else np.where(self.present, self.values, np.nan)
+
     def series(self) -> list[Series]:
         return [Series(labels, self.row(i)) for i, labels in enumerate(self.labels)]
 

@@ -10,12 +10,16 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
-
+from slicecount.errors import MissingExtra
 from slicecount.promql.arrays import Block, Floats, Ints, Mask, check_unique
 from slicecount.promql.ast import NAME_LABEL
 from slicecount.promql.functions import LE, bucket_quantile
 from slicecount.promql.values import Labels, key
+
+try:
+    import numpy as np
+except ModuleNotFoundError as exc:
+    raise MissingExtra("datasource", exc, "the PromQL engine of the datasource") from exc
 
 Layout = tuple[float, ...]
 """A label set's bucket bounds, sorted (with repeats: equal bounds are added together)."""

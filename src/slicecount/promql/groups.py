@@ -11,8 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 
-import numpy as np
-
+from slicecount.errors import MissingExtra
 from slicecount.promql import aggregation
 from slicecount.promql.arrays import (
     Block,
@@ -25,6 +24,11 @@ from slicecount.promql.arrays import (
 )
 from slicecount.promql.ast import Aggregate
 from slicecount.promql.values import Labels, key
+
+try:
+    import numpy as np
+except ModuleNotFoundError as exc:
+    raise MissingExtra("datasource", exc, "the PromQL engine of the datasource") from exc
 
 VECTORISED = frozenset({"sum", "avg", "count", "min", "max", "group"})
 HUGE = 2.0**1022

@@ -11,13 +11,17 @@ from __future__ import annotations
 import operator
 from collections.abc import Callable
 
-import numpy as np
-
+from slicecount.errors import MissingExtra
 from slicecount.promql import binary
 from slicecount.promql.arrays import Block, Floats, Mask, check_unique
 from slicecount.promql.ast import Binary
 from slicecount.promql.typecheck import COMPARISONS
 from slicecount.promql.values import Labels, key, without_name
+
+try:
+    import numpy as np
+except ModuleNotFoundError as exc:
+    raise MissingExtra("datasource", exc, "the PromQL engine of the datasource") from exc
 
 ARITHMETIC: dict[str, Callable[[Floats, Floats], Floats]] = {
     "+": np.add,

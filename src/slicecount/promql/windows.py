@@ -15,10 +15,14 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-import numpy as np
-
+from slicecount.errors import MissingExtra
 from slicecount.promql.arrays import Block, Floats, Ints, Mask, Table, rounded
 from slicecount.promql.values import Grid, Labels
+
+try:
+    import numpy as np
+except ModuleNotFoundError as exc:
+    raise MissingExtra("datasource", exc, "the PromQL engine of the datasource") from exc
 
 Kernel = Callable[[Table, Ints, Ints, int, int], Floats]
 """(table, each window's start and end index, span, precision) -> n x windows values."""
