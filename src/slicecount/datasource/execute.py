@@ -15,7 +15,7 @@ import asyncio
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from slicecount.datasource.counts import Read, rows, tables
+from slicecount.datasource.counts import Read, Rows, rows, tables
 from slicecount.datasource.discovery import SeriesInfo
 from slicecount.datasource.planning import Plan, Query, plan_queries
 from slicecount.datasource.prometheus.names import Catalogue
@@ -81,9 +81,13 @@ async def run(
                 ) -> bytes:  # fmt: skip
         answers = []
         budget = reader.limits.max_computed_points
+        converted: dict[object, Rows] = {}  # targets alike (a panel's quantiles) share theirs
         for plan, counted in zip(plans, distinct_counts, strict=True):
             grid = plan.choice.grid
-            read = rows(counts.get(_read_key(plan), {}), plan.ids, plan.slices)
+            key = (_read_key(plan), tuple(plan.ids), plan.slices)
+            read = converted.get(key)
+            if read is None:
+                read = converted[key] = rows(counts.get(key[0], {}), plan.ids, plan.slices)
             data = tables(plan.found, read)
             evaluator = Evaluator(grid, data, budget, plan.unions.ready(counted))
             result = evaluator.evaluate(plan.query.node)
