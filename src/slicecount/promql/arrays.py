@@ -186,57 +186,53 @@ Sums = tuple[Floats, Mask]
 """Compensated sums, and where they may not be ``math.fsum``'s (to compute again)."""
 
 
-def exact_sums(columns: Iterator[tuple[Ints, Floats]], shape: tuple[int, int],
-               members: int) -> Sums:  # fmt: skip
+def two_sum(a: Floats, b: Floats) -> tuple[Floats, Floats]:
+    """``a + b`` and the error of that addition, exactly (Knuth)."""
+    s = a + b
+    back = s - a
+    return s, (a - (s - back)) + (b - back)
+
+
+def exact_sums(columns: Iterator[tuple[Ints, Floats]], shape: tuple[int, int]) -> Sums:
     """Sums of rows of values into ``shape``, each row added to the row its index names:
-    compensated (Knuth's two-sum, the error of every addition kept), so a sum of floats is
-    what ``math.fsum`` gives, whatever the order (``rounded`` says where it may not be)."""
-    total = np.zeros(shape)
-    error = np.zeros(shape)
-    spread = np.zeros(shape)
+    compensated (the error of every addition kept, and the error of adding those up), so a
+    sum of floats is what ``math.fsum`` gives, whatever the order (``rounded`` says where it
+    may not be)."""
+    total, error, slack = np.zeros(shape), np.zeros(shape), np.zeros(shape)
     with np.errstate(invalid="ignore", over="ignore"):
         for rows, x in columns:
-            a = total[rows]
-            s = a + x
-            back = s - a
-            lost = (a - (s - back)) + (x - back)
-            error[rows] += lost
-            spread[rows] += np.abs(lost)
-            total[rows] = s
-    return rounded(total, error, spread, members)
+            total[rows], lost = two_sum(total[rows], x)
+            error[rows], missed = two_sum(error[rows], lost)
+            slack[rows] += np.abs(missed)
+    return rounded(total, error, slack)
 
 
 def pairwise_sums(values: Floats) -> Sums:
     """Sums along axis 1 of groups x members x times, compensated as ``exact_sums``, added
     pairwise: log2(members) array operations, not one per member."""
-    members = values.shape[1]
     total = values
-    error = np.zeros_like(values)
-    spread = np.zeros_like(values)
+    error, slack = np.zeros_like(values), np.zeros_like(values)
     with np.errstate(invalid="ignore", over="ignore"):
         while total.shape[1] > 1:
             if total.shape[1] % 2:
                 pad = np.zeros((total.shape[0], 1, total.shape[2]))
-                total, error, spread = (np.concatenate((x, pad), 1) for x in (total, error, spread))
-            a, b = total[:, 0::2], total[:, 1::2]
-            s = a + b
-            back = s - a
-            lost = (a - (s - back)) + (b - back)
-            error = error[:, 0::2] + error[:, 1::2] + lost
-            spread = spread[:, 0::2] + spread[:, 1::2] + np.abs(lost)
-            total = s
-    return rounded(total[:, 0], error[:, 0], spread[:, 0], 2 * members)
+                total, error, slack = (np.concatenate((x, pad), 1) for x in (total, error, slack))
+            total, lost = two_sum(total[:, 0::2], total[:, 1::2])
+            error, missed = two_sum(error[:, 0::2], error[:, 1::2])
+            error, missed_too = two_sum(error, lost)
+            slack = slack[:, 0::2] + slack[:, 1::2] + np.abs(missed) + np.abs(missed_too)
+    return rounded(total[:, 0], error[:, 0], slack[:, 0])
 
 
-def rounded(total: Floats, error: Floats, spread: Floats, additions: int) -> Sums:
+def rounded(total: Floats, error: Floats, slack: Floats) -> Sums:
     """``total + error`` (the plain sum where that is not finite: an overflow, infinities),
-    and where that rounding may differ from the exact sum's: where the errors' own sum was
-    not exact (``spread`` bounds it) and could carry the result across a rounding midpoint.
-    Counts and rates never come near one; a tie plus a subnormal does."""
+    and where that rounding may differ from the exact sum's: where adding up the errors was
+    not exact (``slack`` bounds what it missed) and could carry the exact sum across a
+    rounding midpoint. Where it was exact, ``total + error`` is the exact sum rounded once."""
     with np.errstate(invalid="ignore", over="ignore"):
         out = total + error
         rest = error - (out - total)  # what rounding out left over, exactly
         half = np.spacing(np.abs(out)) / 2
         finite = np.isfinite(total) & np.isfinite(out)
-        doubt = finite & (spread > 0) & (half - np.abs(rest) <= additions * 2.0**-52 * spread)
+        doubt = finite & (slack > 0) & (half - np.abs(rest) <= 2 * slack)
     return np.where(finite, out, total), doubt

@@ -128,7 +128,7 @@ def _sums(groups: Groups, block: Block, shape: tuple[int, int]) -> Sums:
         sums, doubt = pairwise_sums(padded)
     else:
         ranks = ((of, values[members]) for members, of in groups.ranks())
-        sums, doubt = exact_sums(ranks, shape, len(block))
+        sums, doubt = exact_sums(ranks, shape)
     with np.errstate(over="ignore"):  # near the largest float, fsum's partials overflow
         return sums, doubt | (groups.reduce(np.add, np.abs(values)) >= HUGE)
 

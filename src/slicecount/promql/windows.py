@@ -16,7 +16,7 @@ import math
 from collections.abc import Callable
 
 from slicecount.errors import MissingExtra
-from slicecount.promql.arrays import Block, Floats, Ints, Mask, Table, rounded
+from slicecount.promql.arrays import Block, Floats, Ints, Mask, Table, rounded, two_sum
 from slicecount.promql.values import Grid, Labels
 
 try:
@@ -126,18 +126,14 @@ def _avg_over_time(t: Table, b: Ints, a: Ints, span: int, p: int) -> Floats:
     if t.exact:  # fsum of integers: their exact sum
         return _scaled(t, _window_sums(t, b, a) / count)
     total = t.totals[:, b + 1].astype(np.float64)
-    error, spread = np.zeros_like(total), np.zeros_like(total)
-    widest = int((a - b).max(initial=0))
-    for offset in range(2, widest + 1):  # two-sum: fsum's exact sum
+    error, slack = np.zeros_like(total), np.zeros_like(total)
+    for offset in range(2, int((a - b).max(initial=0)) + 1):  # two-sum: fsum's exact sum
         inside = b + offset <= a
         x = np.where(inside[None, :], t.totals[:, np.where(inside, b + offset, a)], 0.0)
-        s = total + x
-        back = s - total
-        lost = (total - (s - back)) + (x - back)
-        error += lost
-        spread += np.abs(lost)
-        total = s
-    sums, doubt = rounded(total, error, spread, widest)
+        total, lost = two_sum(total, x)
+        error, missed = two_sum(error, lost)
+        slack += np.abs(missed)
+    sums, doubt = rounded(total, error, slack)
     for row, column in np.argwhere(doubt).tolist():  # near a rounding midpoint: fsum itself
         window = t.totals[row, b[column] + 1 : a[column] + 1].tolist()
         sums[row, column] = math.fsum(window)
