@@ -150,6 +150,24 @@ class KeySpace:
         self._layouts[cache_key] = layout
         return layout
 
+    def open_layout(self, series_id: str, precisions: tuple[int, ...]) -> Layout:
+        """Blocks layout: the series as the write path sees it, one counter: its open hash,
+        at the finest precision, under its one registry member (cached as ``layout``; the
+        same signature, so the flush picks one or the other once)."""
+        cache_key = (series_id, (EVERY_PRECISION, precisions[0]))  # no ladder starts at 0
+        found = self._layouts.get(cache_key)
+        if found is not None:
+            return found
+        shard = self.shard(series_id)
+        counter = Counter(
+            precisions[0], self.series_member(series_id), self._in_slot("open", shard, series_id)
+        )
+        layout = Layout(self.known(shard), (counter,), shard)
+        if len(self._layouts) >= LAYOUT_CACHE_SIZE:
+            self._layouts.clear()
+        self._layouts[cache_key] = layout
+        return layout
+
     def open(self, series_id: str) -> str:
         """Blocks layout: the HASH of a series' open slices (finest precision)."""
         return self._in_slot("open", self.shard(series_id), series_id)
