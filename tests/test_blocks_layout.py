@@ -23,6 +23,8 @@ from slicecount.core.slices import slice_starts
 from slicecount.datasource.app import create_app
 from slicecount.operations import block_reading
 from slicecount.operations.batches import Batch, Operation
+from slicecount.operations.writing import Chunk
+from slicecount.recording.outbox import Outbox
 from slicecount.recording.recorder import Recorder
 from slicecount.store import Store
 
@@ -234,6 +236,15 @@ def test_a_recorder_writes_open_slices_and_its_mark(
             )
     finally:
         recorder.close()
+
+
+def test_a_mark_holds_back_to_what_waits_for_the_same_shard() -> None:
+    outbox = Outbox()
+    outbox.put([Chunk(0, oldest=T0), Chunk(1, oldest=T0 - 50), Chunk(0, oldest=T0 - 20)])
+    assert outbox.mark(0, lambda: T0 + 5) == T0 - 20  # a chunk behind holds older seconds
+    assert outbox.mark(1, lambda: T0 + 5) == T0 - 50
+    assert outbox.mark(0, lambda: T0 - 90) == T0 - 90  # the buffer holds older still
+    assert outbox.mark(2, None) is None  # nothing held for shard 2: the chunk's own second
 
 
 def test_first_seen_values_count_into_the_open_hash_once(

@@ -146,3 +146,17 @@ def test_a_counter_of_many_slices_moves_whole(settings: Settings) -> None:
         report = reshard(store, 1)
         assert report.left == 0
         assert sum(n or 0 for n in store.read(["wide"], 1, T0 - 20_000, T0)["wide"]) == 20_000
+
+
+@pytest.mark.topologies("standalone")
+def test_the_blocks_layout_is_refused_naming_it(settings: Settings) -> None:
+    blocks = settings.with_changes(layout="blocks", shards=8)
+    with Store(blocks) as store:
+        store.apply({"kept": {T0: 3}})
+        with pytest.raises(ValueError, match="reshard supports the book layout only"):
+            reshard(store, 1)
+        assert store.get("kept", 1) == [(T0, 3)]  # nothing touched
+    arguments = ["reshard", "--redis-url", settings.redis_url, "--layout", "blocks"]
+    refused = CliRunner().invoke(main, [*arguments, "--shards", "8", "--from", "1"])
+    assert refused.exit_code == 1
+    assert "error: reshard supports the book layout only" in refused.output

@@ -45,7 +45,14 @@ class Moved:
 
 
 def old_layout(ctx: Context, shards: int) -> KeySpace:
-    """The key layout of ``shards`` beside the configured one; ValueError when they are equal."""
+    """The key layout of ``shards`` beside the configured one; ValueError when they are equal,
+    or in the blocks layout (a block is no sum of increments that a move can add up exactly
+    once in another slot: it would need the cleaner's compaction on both sides)."""
+    if ctx.settings.layout != "book":
+        raise ConfigurationError(
+            f"reshard supports the book layout only, not layout={ctx.settings.layout!r}: "
+            "keep the shard count of a blocks-layout store"
+        )
     if shards < 1 or shards == ctx.settings.shards:
         raise ConfigurationError(
             f"--from must be a shard count >= 1 other than the configured "
