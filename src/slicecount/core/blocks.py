@@ -29,6 +29,7 @@ import zlib
 from array import array
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 MAGIC = b"SB"
 VERSION = 1
@@ -206,6 +207,17 @@ def decode_frame(data: bytes, slices: int = FRAME_SLICES) -> list[int]:
 
 
 # -- reading ------------------------------------------------------------------------------
+
+
+class Stored(NamedTuple):
+    """What a read found of one series: its block's header (None: no block), the bytes of
+    the frames it needs from frame ``first_index`` on, and its open slices (second -> n).
+    ``slices_in`` (here) or the datasource's numpy ``slices_matrix`` turns it into counts."""
+
+    header: Header | None
+    frames: bytes
+    first_index: int
+    open: Mapping[int, int]
 
 
 def slices_in(
