@@ -21,6 +21,7 @@ from slicecount.config import Settings
 from slicecount.core import blocks
 from slicecount.core.slices import slice_starts
 from slicecount.datasource.app import create_app
+from slicecount.datasource.decoding import slices_matrix
 from slicecount.operations import block_reading
 from slicecount.operations.batches import Batch, Operation
 from slicecount.operations.writing import Chunk
@@ -122,6 +123,12 @@ def test_reads_add_blocks_and_open_slices_exactly_at_every_precision(
             for series_id in ids:
                 want = expected(truth[series_id], precision, start, end)
                 assert read[series_id] == want, (precision, start, end, series_id)
+            # the same bytes decoded by the datasource's numpy decoder
+            stored = store.read_stored(ids, precision, start, end)
+            first, last = start - start % precision, end - end % precision + precision
+            rows = slices_matrix([stored[s] for s in ids], precision, first, last).tolist()
+            decoded = {s: [n or None for n in row] for s, row in zip(ids, rows, strict=True)}
+            assert decoded == read
     for series_id in ids:
         name, _, labels = series_id.partition("{")
         label_map = dict(kv.split("=") for kv in labels.rstrip("}").split(",")) if labels else {}

@@ -42,7 +42,17 @@ def read(
     """Counts of the slices of ``precision`` from start ``first`` to ``end`` (excluded) of each
     series: its block's frames that overlap the range plus its open slices; None where both
     are 0 (as the book's layout reads a slice without a field)."""
-    found: dict[str, list[int | None]] = {}
+    found = yield from stored(ctx, series_ids, precision, first, end)
+    return {s: _counts(found[s], precision, first, end) for s in series_ids}
+
+
+def stored(
+    ctx: Context, series_ids: Sequence[str], precision: int, first: int, end: int
+) -> Operation[dict[str, blocks.Stored]]:
+    """What each series holds for the slices of ``precision`` from ``first`` to ``end``: the
+    bytes of its block's frames that overlap them and its open slices, as one moment saw
+    them (``blocks.slices_in`` or the datasource's numpy ``slices_matrix`` make the counts)."""
+    found: dict[str, blocks.Stored] = {}
     pending = list(dict.fromkeys(series_ids))
     for _ in range(ATTEMPTS):
         snapshots = yield from _snapshots(ctx, pending)
@@ -50,12 +60,12 @@ def read(
         wanted = [s for s, where in located.items() if where[3]]
         replies: list[Any] = []
         if wanted:
-            batch: list[Command] = []
+            batch: list[Command | ScriptCall] = []
             for series_id in wanted:
                 block, (_, _, offset, length) = ctx.keys.block(series_id), located[series_id]
                 batch += [("GETRANGE", block, offset, offset + length - 1)]
                 batch += [("GETRANGE", block, *GENERATION)]
-            replies = yield Batch(list(batch), raw=True)
+            replies = yield Batch(batch, raw=True)
         frames = dict(zip(wanted, zip(replies[::2], replies[1::2], strict=True), strict=True))
         moved = [s for s in pending if s not in snapshots]
         for series_id, snap in snapshots.items():
@@ -63,10 +73,10 @@ def read(
             if generation != snap.generation:
                 moved.append(series_id)
                 continue
-            sealed = _decoded(snap.header, precision, data, located[series_id][0], first, end)
-            found[series_id] = _with_open(sealed, snap.opened, precision, first, end)
+            header = snap.header if snap.header.sections else None
+            found[series_id] = blocks.Stored(header, data, located[series_id][0], snap.opened)
         if not moved:
-            return {s: found[s] for s in series_ids}
+            return found
         pending = moved
     raise _still_moving(pending)
 
@@ -137,23 +147,20 @@ def _snapshots(ctx: Context, series_ids: list[str]) -> Operation[dict[str, Snaps
     return snapshots
 
 
-def _decoded(
-    header: blocks.Header, precision: int, data: bytes, index: int, first: int, end: int
-) -> list[int]:
-    try:
-        return blocks.slices_in(header, precision, data, index, first, end)
-    except blocks.BlockError:  # a frame that does not decode: that block reads as empty
-        return [0] * max(0, (end - first) // precision)
-
-
-def _with_open(
-    sealed: list[int], opened: dict[int, int], precision: int, first: int, end: int
-) -> list[int | None]:
-    for second, n in opened.items():
+def _counts(found: blocks.Stored, precision: int, first: int, end: int) -> list[int | None]:
+    counts = [0] * max(0, (end - first) // precision)
+    if found.header is not None:
+        try:
+            counts = blocks.slices_in(
+                found.header, precision, found.frames, found.first_index, first, end
+            )
+        except blocks.BlockError:
+            pass  # a frame that does not decode: that block reads as empty
+    for second, n in found.open.items():
         start = second - second % precision
         if first <= start < end:
-            sealed[(start - first) // precision] += n
-    return [n or None for n in sealed]
+            counts[(start - first) // precision] += n
+    return [n or None for n in counts]
 
 
 def _open_fields(flat: Iterable[Any]) -> Iterable[tuple[int, int]]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+from slicecount.core.blocks import Stored
 from slicecount.core.keys import EVERY_PRECISION
 from slicecount.core.series import Labels, encode, metric_name, validate_name
 from slicecount.core.slices import slice_starts
@@ -108,14 +109,8 @@ def read(
     ctx: Context, series_ids: Sequence[str], precision: int, start: float, end: float
 ) -> Operation[dict[str, list[int | None]]]:
     """Counts of each series for every slice from ``start`` to ``end`` (None: no field), in
-    one pipelined HMGET per series."""
-    ctx.settings.check_precision(precision)
-    if isinstance(series_ids, str):
-        raise ConfigurationError(f"series_ids must be a list of ids, got the string {series_ids!r}")
-    if not 0 <= start <= end:
-        raise ConfigurationError(f"read range must have 0 <= start <= end, got {start!r}..{end!r}")
-    ids = list(series_ids)
-    starts = slice_starts(precision, start, end)
+    one pipelined HMGET per series (the blocks layout: ``block_reading``)."""
+    ids, starts = _checked(ctx, series_ids, precision, start, end)
     if not starts or not ids:
         return {s: [] for s in ids}
     if _blocks(ctx):
@@ -126,6 +121,33 @@ def read(
     keys = ctx.keys
     replies = yield Batch([("HMGET", keys.counter(precision, s), *fields) for s in ids])
     return {s: _counts(values) for s, values in zip(ids, replies, strict=True)}
+
+
+def read_stored(
+    ctx: Context, series_ids: Sequence[str], precision: int, start: float, end: float
+) -> Operation[dict[str, Stored]]:
+    """Blocks layout: what each series holds for the slices from the one holding ``start`` to
+    the one holding ``end`` (its block's frames there and its open slices), for a decoder of
+    many series at once (the datasource's numpy ``slices_matrix``); ``read`` in one."""
+    ids, starts = _checked(ctx, series_ids, precision, start, end)
+    if not _blocks(ctx):
+        raise ConfigurationError("read_stored reads the blocks layout; the book's is read()")
+    if not starts or not ids:
+        return {s: Stored(None, b"", 0, {}) for s in ids}
+    last = starts[-1] + precision
+    return (yield from block_reading.stored(ctx, ids, precision, starts[0], last))
+
+
+def _checked(
+    ctx: Context, series_ids: Sequence[str], precision: int, start: float, end: float
+) -> tuple[list[str], range]:
+    """The ids and the slice starts of a read, once its arguments are checked."""
+    ctx.settings.check_precision(precision)
+    if isinstance(series_ids, str):
+        raise ConfigurationError(f"series_ids must be a list of ids, got the string {series_ids!r}")
+    if not 0 <= start <= end:
+        raise ConfigurationError(f"read range must have 0 <= start <= end, got {start!r}..{end!r}")
+    return list(series_ids), slice_starts(precision, start, end)
 
 
 def _counts(values: list[str | None]) -> list[int | None]:
