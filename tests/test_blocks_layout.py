@@ -100,6 +100,14 @@ def test_a_write_is_one_increment_per_series_and_second(
     assert not redis_client.exists(keys.counter(1, "b"), keys.block("b"))
 
 
+def test_a_refused_increment_is_reported_and_the_rest_kept(
+    store: Store, redis_client: redis.Redis
+) -> None:
+    redis_client.set(store.keys.open("clash"), "not a hash")
+    assert store.apply({"clash": {T0: 1, T0 + 1: 2}, "fine": {T0: 1}}) == 2  # one a second
+    assert store.get("fine", 5) == [(T0, 1)]
+
+
 def test_reads_add_blocks_and_open_slices_exactly_at_every_precision(
     store: Store, redis_client: redis.Redis
 ) -> None:
