@@ -18,7 +18,6 @@ import redis
 from starlette.testclient import TestClient
 
 from slicecount.config import Settings
-from slicecount.core import blocks
 from slicecount.core.slices import slice_starts
 from slicecount.datasource.app import create_app
 from slicecount.datasource.decoding import slices_matrix
@@ -28,6 +27,7 @@ from slicecount.operations.writing import Chunk
 from slicecount.recording.outbox import Outbox
 from slicecount.recording.recorder import Recorder
 from slicecount.store import Store
+from tests.sealing import seal
 
 pytestmark = pytest.mark.topologies
 
@@ -42,30 +42,6 @@ T = TypeVar("T")
 def store(redis_url: str) -> Iterator[Store]:
     with Store(Settings(redis_url=redis_url, layout="blocks"), clock=lambda: NOW) as store:
         yield store
-
-
-def seal(client: redis.Redis, store: Store, series_id: str, before: int) -> dict[int, int]:
-    """What the cleaner's compaction does to one series, done here: the open fields older
-    than ``before`` move into its block (added to what the block held). Returns them."""
-    keys = store.keys
-    opened, block = keys.open(series_id), keys.block(series_id)
-    moved = {int(f): int(n) for f, n in client.hgetall(opened).items() if int(f) < before}
-    old = client.execute_command("GET", block, NEVER_DECODE=True) or b""  # type: ignore[no-untyped-call]
-    frames: dict[tuple[int, int], list[int]] = {}
-    header = blocks.parse_header(old)
-    for precision, slices in blocks.everything(old).items():
-        for start, n in slices.items():
-            period = precision * blocks.FRAME_SLICES
-            frame = frames.setdefault((precision, start - start % period), [0] * 720)
-            frame[(start % period) // precision] = n
-    blocks.add_counts(frames, LADDER, moved)
-    splice = blocks.plan_splice(header, LADDER, frames, {})
-    assert splice.expected == header.generation
-    client.set(block, splice.apply(old))
-    for field, n in moved.items():
-        if client.hincrby(opened, str(field), -n) == 0:
-            client.hdel(opened, str(field))
-    return moved
 
 
 def expected(truth: Mapping[int, int], precision: int, start: int, end: int) -> list[int | None]:

@@ -168,13 +168,15 @@ class KeySpace:
         self._layouts[cache_key] = layout
         return layout
 
-    def open(self, series_id: str) -> str:
-        """Blocks layout: the HASH of a series' open slices (finest precision)."""
-        return self._in_slot("open", self.shard(series_id), series_id)
+    def open(self, series_id: str, shard: int | None = None) -> str:
+        """Blocks layout: the HASH of a series' open slices (finest precision); ``shard``:
+        where a registry of that shard names it (another shard count's, while resharding)."""
+        return self._in_slot("open", self.shard(series_id) if shard is None else shard, series_id)
 
-    def block(self, series_id: str) -> str:
-        """Blocks layout: the STRING of a series' sealed slices, every precision."""
-        return self._in_slot("block", self.shard(series_id), series_id)
+    def block(self, series_id: str, shard: int | None = None) -> str:
+        """Blocks layout: the STRING of a series' sealed slices, every precision (``shard``:
+        as for ``open``)."""
+        return self._in_slot("block", self.shard(series_id) if shard is None else shard, series_id)
 
     def marks(self, shard: int = 0) -> str:
         """Blocks layout: the ZSET of each writer's oldest second it may still send to
