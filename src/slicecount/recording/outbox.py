@@ -75,10 +75,11 @@ class Outbox:
         commands refused inside an applied chunk, and chunks refused as a whole for good.
         ``buffered()``: the oldest second the writer's buffer may still send (its mark, with
         the chunks waiting here: ``mark``)."""
+        marks = store.settings.layout == "blocks"  # (the book's layout has no marks)
         while self._queue:
             seq, chunk = self._queue[0]
             try:
-                mark = self.mark(chunk.shard, buffered)
+                mark = self.mark(chunk.shard, buffered) if marks else None
                 written = store.write_chunk(chunk, self.writer, seq, mark)
             except (TypeError, ValueError) as exc:  # it cannot even be packed: never sent
                 refuse(refused_by_redis(f"a write could not be sent: {exc}"), chunk.increments)
