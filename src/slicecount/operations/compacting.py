@@ -1,0 +1,286 @@
+"""The blocks layout's compaction: sealed open slices moved into their series' block. Pure.
+
+Writers add to a small hash per series (``open:``, finest slice start -> count); the cleaner
+moves the fields older than the shard's sealed point (``cleaner/plan.py: sealed_point``) into
+the series' block (``core/blocks.py``), every precision at once, and drops the block's frames
+past retention. ``lua/compact.lua`` rewrites each series in one atomic step that takes the
+moved counts out of the hash as they enter the block, so readers, who always add block and
+hash, never see a count twice or miss one. The block's generation is the step's
+compare-and-set: a plan made on a block another cleaner has rewritten since is refused, and
+the next pass plans again. Only the frames a move touches are read and decoded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from slicecount.core import blocks
+from slicecount.core.blocks import BlockError, Header
+from slicecount.core.keys import EVERY_PRECISION
+from slicecount.core.slices import oldest_kept
+from slicecount.operations.batches import Batch, Context, Operation, ScriptCall, pairs
+
+SEAL_GRACE = 10
+"""Seconds behind the clock before which a slice is sealed when no writer's mark holds it."""
+WRITER_LIVE = 30
+"""Seconds a writer's mark holds sealing back after its last write (a writer quiet that long
+is not holding anything back; its late writes, if any, stay open until the next pass)."""
+PREFIX_BYTES = 1024
+"""What the first read of a block takes: the whole header of a block of up to ~460 frames."""
+MAX_FIELDS = 500
+"""Most fields of one series moved by one call (after an outage a hash may hold a day of
+seconds: the rest moves by the next call, so no call holds Redis long)."""
+
+
+@dataclass
+class Compacted:
+    """What compacting some series did."""
+
+    scanned: int = 0
+    compacted: int = 0  # series rewritten
+    moved: int = 0  # open fields moved into blocks
+    expired: int = 0  # open fields dropped: older than every precision's retention
+    written: int = 0  # bytes of the blocks written
+    conflicts: int = 0  # series skipped: the block changed since it was read
+    removed: int = 0  # series left with nothing: registry member removed
+    unfinished: list[str] = field(default_factory=list)  # members with more to move
+    bad: list[str] = field(default_factory=list)  # keys of foreign data, left alone
+    held: float = 0.0  # seconds the script held Redis (its server time)
+    calls: int = 0
+
+
+@dataclass
+class _Series:
+    """One series being planned: what its open hash and its block hold."""
+
+    member: str
+    open_key: str
+    block_key: str
+    fields: list[tuple[bytes, bytes, int, int]] = field(default_factory=list)
+    prefix: bytes = b""
+    header: Header = field(default_factory=Header)
+    open_count: int = 0  # fields in the hash, sealed or not
+    more: bool = False  # sealed fields left for a later call (MAX_FIELDS)
+    bad: bool = False  # foreign data under one of its keys: left alone
+
+
+def writer_marks(
+    ctx: Context, shard: int, now: float
+) -> Operation[tuple[dict[str, float], dict[str, float]]]:
+    """(writer -> its mark, writer -> its last write) of the writers of ``shard`` that wrote in
+    the last ``WRITER_LIVE`` seconds: what ``sealed_point`` needs."""
+    keys = ctx.keys
+    live_since = int(now) - WRITER_LIVE
+    (flat,) = yield Batch(
+        [("ZRANGEBYSCORE", keys.writers(shard), live_since, "+inf", "WITHSCORES")]
+    )
+    live = {str(writer): float(score) for writer, score in pairs(flat)}
+    if not live:
+        return {}, live
+    scores = yield Batch([("ZSCORE", keys.marks(shard), writer) for writer in live])
+    marks = {w: float(s) for w, s in zip(live, scores, strict=True) if s is not None}
+    return marks, live
+
+
+def series_page(ctx: Context, shard: int, after: str | None, size: int) -> Operation[list[str]]:
+    """The next ``size`` blocks-layout members (``0:<series>``) of ``shard``'s registry after
+    ``after`` (None: from the first)."""
+    keys = ctx.keys
+    low, high = keys.lex_range_precision(EVERY_PRECISION)
+    start = low if after is None else keys.lex_after(after)
+    (page,) = yield Batch([("ZRANGEBYLEX", keys.known(shard), start, high, "LIMIT", 0, size)])
+    return [str(member) for member in page]
+
+
+def compact(
+    ctx: Context, shard: int, members: Sequence[str], sealed: int, now: float
+) -> Operation[Compacted]:
+    """Move the open fields before ``sealed`` of the series ``members`` (registry members of
+    ``shard``) into their blocks in one script call; drop what is past retention at ``now``."""
+    keys, ladder = ctx.keys, ctx.settings.precisions
+    keep_from = {p: oldest_kept(p, ctx.settings.retention_for(p), now) for p in ladder}
+    done = Compacted(scanned=len(members))
+    found: list[_Series] = []
+    for member in members:
+        try:
+            precision, series_id = keys.parse_member(member)
+        except ValueError:
+            precision, series_id = -1, ""
+        if precision != EVERY_PRECISION or keys.shard(series_id) != shard:
+            # not ours, or left by another shard count (``slicecount reshard`` moves those)
+            done.bad.append(f"{keys.known(shard)} member {member!r}")
+            continue
+        found.append(_Series(member, keys.open(series_id), keys.block(series_id)))
+    if not found:
+        return done
+    # one snapshot of the hashes and the blocks' first bytes: the generation read with the
+    # fields is the one the plan expects (a later read could see another cleaner's move)
+    reads: list[Any] = []
+    for series in found:
+        reads += [("HGETALL", series.open_key), ("GETRANGE", series.block_key, 0, PREFIX_BYTES - 1)]
+    replies = yield Batch(reads, transaction=True, bulk=True, raw=True)
+    kept: list[_Series] = []
+    for k, series in enumerate(found):
+        flat, prefix = replies[2 * k], replies[2 * k + 1]
+        if isinstance(flat, Exception) or isinstance(prefix, Exception):
+            done.bad.append(f"{series.open_key} or {series.block_key}: not a hash and a string")
+        else:
+            _read_fields(series, flat, sealed, done)
+            series.prefix = bytes(prefix)
+            kept.append(series)
+    yield from _read_headers(kept, done)
+    kept = [series for series in kept if not series.bad]
+    frames = yield from _read_frames(kept, ladder, keep_from, done)
+    calls = [s for s in kept if s.block_key in frames]
+    if not calls:
+        return done
+    call_keys: list[str] = [keys.known(shard)]
+    args: list[Any] = []
+    for series in calls:
+        splice = blocks.plan_splice(series.header, ladder, frames[series.block_key], keep_from)
+        packed = splice.pieces[0]
+        assert isinstance(packed, bytes)  # a splice starts with its new header
+        pieces = [] if blocks.is_empty(blocks.parse_header(packed)) else splice.pieces
+        call_keys += [series.open_key, series.block_key]
+        args += [series.member, splice.expected, len(pieces)]
+        for piece in pieces:
+            args += ["", piece] if isinstance(piece, bytes) else list(piece)
+        args.append(len(series.fields))
+        for name, value, _, _ in series.fields:
+            args += [name, value]
+    (reply,) = yield Batch([ScriptCall("compact", tuple(call_keys), tuple(args))])
+    outcomes, removed, written, held = reply
+    done.calls, done.removed, done.written, done.held = 1, removed, written, held / 1e6
+    for series, outcome in zip(calls, outcomes, strict=True):
+        if outcome == 1:
+            done.compacted += 1
+            expired = sum(1 for *_, second, _ in series.fields if second < min(keep_from.values()))
+            done.expired += expired
+            done.moved += len(series.fields) - expired
+            if series.more:
+                done.unfinished.append(series.member)
+        elif outcome == 0:
+            done.conflicts += 1
+        else:
+            done.bad.append(f"{series.block_key} or {series.open_key}: changed type")
+    return done
+
+
+def _read_fields(series: _Series, flat: Sequence[bytes], sealed: int, done: Compacted) -> None:
+    """Keep the sealed fields of an HGETALL reply, oldest first (``MAX_FIELDS`` of them)."""
+    for name, value in pairs(flat):
+        series.open_count += 1
+        try:
+            second, n = int(name), int(value)
+        except ValueError:
+            if len(done.bad) < 10:
+                done.bad.append(f"{series.open_key} field {name!r}")
+            continue
+        if second < sealed:
+            series.fields.append((name, value, second, n))
+    series.fields.sort(key=lambda f: f[2])
+    if len(series.fields) > MAX_FIELDS:
+        del series.fields[MAX_FIELDS:]
+        series.more = True
+
+
+def _read_headers(found: Sequence[_Series], done: Compacted) -> Operation[None]:
+    """Parse each block's header, reading the rest of the headers longer than the prefix."""
+    asked = dict.fromkeys((s.block_key for s in found), PREFIX_BYTES)
+    # the generation of the snapshot the fields were read with: a header read later that
+    # differs belongs to another cleaner's rewrite (the plan would add the fields again)
+    snapshot = {s.block_key: _generation(s.prefix) for s in found}
+    pending = list(found)
+    while pending:
+        again: list[_Series] = []
+        for series in pending:
+            try:
+                need = blocks.header_size(series.prefix) if series.prefix else 0
+                if need > len(series.prefix) == asked[series.block_key]:
+                    asked[series.block_key] = need  # a long header: read the rest of it
+                    again.append(series)
+                    continue
+                series.header = blocks.parse_header(series.prefix)
+                if series.header.generation != snapshot[series.block_key]:
+                    series.bad = True  # not foreign: changed, so retried next pass
+                    done.conflicts += 1
+            except BlockError as exc:
+                series.bad = True
+                done.bad.append(f"{series.block_key} ({exc})")
+        if not again:
+            return
+        replies = yield Batch(
+            [("GETRANGE", s.block_key, 0, asked[s.block_key] - 1) for s in again], raw=True
+        )
+        for series, prefix in zip(again, replies, strict=True):
+            series.prefix = bytes(prefix)
+        pending = again
+
+
+def _generation(prefix: bytes) -> int:
+    """The generation in a block's first bytes (0: no block, or too short to be one)."""
+    return blocks.HEADER.unpack_from(prefix)[3] if len(prefix) >= blocks.HEADER.size else 0
+
+
+def _read_frames(
+    found: Sequence[_Series], ladder: Sequence[int], keep_from: dict[int, int], done: Compacted
+) -> Operation[dict[str, dict[tuple[int, int], list[int]]]]:
+    """block key -> the frames each series' move changes, decoded (only those), with the
+    sealed counts added; only the series with something to do are in it."""
+    oldest = min(keep_from.values())
+    wanted: list[tuple[_Series, int, int, int, int]] = []  # series, precision, start, at, len
+    plans: dict[str, dict[tuple[int, int], list[int]]] = {}
+    for series in found:
+        frames: dict[tuple[int, int], list[int]] = {}
+        for p in ladder:
+            period = p * blocks.FRAME_SLICES
+            for start in {s - s % period for *_, s, _ in series.fields if s >= oldest}:
+                if start + period <= keep_from[p]:
+                    continue  # a frame past this precision's retention: nothing to add
+                _, n, offset, length = series.header.frames(p, start, start + 1)
+                if n and length:
+                    wanted.append((series, p, start, offset, length))
+                frames[(p, start)] = [0] * blocks.FRAME_SLICES
+        empty = not series.prefix and not series.open_count  # its member goes
+        if series.fields or empty or _expiring(series.header, ladder, keep_from):
+            plans[series.block_key] = frames
+    replies: list[Any] = []
+    if wanted:
+        replies = yield Batch(
+            [("GETRANGE", w[0].block_key, w[3], w[3] + w[4] - 1) for w in wanted], raw=True
+        )
+    for (series, p, start, _, length), data in zip(wanted, replies, strict=True):
+        if series.block_key not in plans:
+            continue
+        try:
+            if len(data) != length:
+                raise BlockError(f"a frame of {length} bytes read as {len(data)}")
+            plans[series.block_key][(p, start)] = blocks.decode_frame(bytes(data))
+        except BlockError:  # the block changed under the plan: its script would refuse it
+            del plans[series.block_key]
+            done.conflicts += 1
+    for series in found:
+        if series.block_key not in plans:
+            continue
+        for p in ladder:
+            period = p * blocks.FRAME_SLICES
+            counts: dict[int, int] = {}
+            for *_, second, n in series.fields:
+                start = second - second % period
+                if second >= oldest and start + period > keep_from[p]:
+                    counts[second] = counts.get(second, 0) + n
+            blocks.add_counts(plans[series.block_key], [p], counts)
+    return plans
+
+
+def _expiring(header: Header, ladder: Iterable[int], keep_from: dict[int, int]) -> bool:
+    """Whether a block holds frames past retention, or a precision no longer in the ladder."""
+    if any(s.precision not in keep_from and s.lengths for s in header.sections):
+        return True
+    for p in ladder:
+        section = header.section(p)
+        if section and section.lengths and section.first + section.period <= keep_from[p]:
+            return True
+    return False
