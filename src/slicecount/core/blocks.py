@@ -310,7 +310,8 @@ def plan_splice(
                 section.lengths.append(0)
         _trim_zero_ends(section)
         new_sections.append(section)
-    new_header = Header(header.generation + 1 or 1, new_sections)
+    # the next generation, never 0 (0 stands for "no block" in the cleaner's compare-and-set)
+    new_header = Header(header.generation % 0xFFFFFFFF + 1, new_sections)
     return Splice(header.generation, [new_header.pack(), *frame_pieces])
 
 
