@@ -32,7 +32,10 @@ def blocks_settings(redis_url: str, **changes: Any) -> Settings:
 
 
 def write_open(
-    client: redis.Redis, settings: Settings, series: str, counts: Mapping[int, int]
+    client: redis.Redis | redis.RedisCluster,
+    settings: Settings,
+    series: str,
+    counts: Mapping[int, int],
 ) -> None:
     """What the blocks layout's write path does: HINCRBY open:<series> <finest slice> n and
     ZADD known NX 0 0:<series>, in one MULTI."""
@@ -62,6 +65,16 @@ def stored(store: Store, series: str) -> dict[int, dict[int, int]]:
             start = second - second % p
             out[p][start] = out[p].get(start, 0) + n
     return {p: {s: n for s, n in slices.items() if n} for p, slices in out.items()}
+
+
+def open_fields(store: Store, series: str) -> int:
+    """How many fields the series' open hash holds."""
+    return int(store.run(_hlen(store.keys.open(series))))
+
+
+def _hlen(key: str) -> Operation[Any]:
+    (size,) = yield Batch([("HLEN", key)])
+    return size
 
 
 def _read(block: str, open_: str) -> Operation[list[Any]]:
