@@ -13,11 +13,16 @@ from dataclasses import dataclass, field
 from slicecount.cleaner.plan import sealed_point
 from slicecount.cleaner.sizing import ChunkSizer
 from slicecount.operations import compacting
-from slicecount.operations.compacting import Compacted
+from slicecount.operations.compacting import FIRST_BUDGET, SERIES_UNITS, Compacted
 from slicecount.store import Store
 
 logger = logging.getLogger("slicecount.cleaner")
 
+TARGET_CALL_SECONDS = 0.001
+"""What one compaction call should hold Redis: half the trims' aim, so that a call whose
+Redis is descheduled a while (a busy host) still stays well under 5 ms."""
+PAGE = 100
+"""Series read in one snapshot (a MULTI of an HGETALL and a GETRANGE each: well under 2 ms)."""
 LAYOUT = "blocks"
 """The ``Settings.layout`` whose sealed history this compacts."""
 
@@ -40,7 +45,7 @@ class Compaction:
     removed: int = 0  # series left with nothing: their member removed
     bad: list[str] = field(default_factory=list)
     calls: int = 0  # script calls
-    slowest_call_ms: float = 0.0  # the longest compaction round, as the cleaner waited for it
+    slowest_call_ms: float = 0.0  # the longest page (its reads, plan, calls) as the cleaner waited
     longest_hold_ms: float = 0.0  # server time of the longest script call
     sealed: dict[int, int] = field(default_factory=dict)  # shard -> its sealed point
 
@@ -63,7 +68,8 @@ class Compactor:
 
     def __init__(self, store: Store, stopping: threading.Event | None = None) -> None:
         self.store = store
-        self.sizes = ChunkSizer()
+        # units of work per script call (compacting.compact's budget), learnt pass after pass
+        self.sizes = ChunkSizer(FIRST_BUDGET, 4 * SERIES_UNITS, 100_000, TARGET_CALL_SECONDS)
         self.stopping = stopping or threading.Event()
 
     def run(self, now: float, writers_now: float | None = None) -> Compaction | None:
@@ -86,19 +92,18 @@ class Compactor:
         while True:
             if self.stopping.is_set():
                 return False
-            size = self.sizes.size
-            page = again[:size] or store.run(compacting.series_page(ctx, shard, after, size))
+            page = again[:PAGE] or store.run(compacting.series_page(ctx, shard, after, PAGE))
             if not again and page:
                 after = page[-1]
             again = again[len(page) :] if again else []
             if not page:
                 return True
             began = time.perf_counter()
-            done = store.run(compacting.compact(ctx, shard, page, sealed, now))
+            done = store.run(compacting.compact(ctx, shard, page, sealed, now, self.sizes.size))
             figures.slowest_call_ms = max(
                 figures.slowest_call_ms, (time.perf_counter() - began) * 1000
             )
             figures.add(done)
-            if done.calls:
-                self.sizes.observe(done.compacted + done.conflicts, done.held)
+            for units, held in done.holds:
+                self.sizes.observe(units, held)
             again += done.unfinished  # more sealed fields than one call moves: again

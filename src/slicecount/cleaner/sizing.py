@@ -13,19 +13,26 @@ RECENT_CALLS = 8
 
 
 class ChunkSizer:
-    """How many hashes the next trim call of one (precision, mode) takes (or series, the next
-    compaction call: blocks layout), so that the slowest
+    """How many hashes the next trim call of one (precision, mode) takes (or units of work, the
+    next compaction call: blocks layout), so that the slowest
     of the recent calls, at its cost per hash, would have held Redis TARGET_CALL_SECONDS.
     Sizing by the slowest, not the last, keeps a lucky fast call from doubling the next one
     into a stall; growth is at most 2x per call (start small, learn the rate)."""
 
-    def __init__(self) -> None:
-        self.size = FIRST_CHUNK
+    def __init__(
+        self,
+        first: int = FIRST_CHUNK,
+        minimum: int = MIN_CHUNK,
+        maximum: int = MAX_CHUNK,
+        target: float = TARGET_CALL_SECONDS,
+    ) -> None:
+        self.size = first
+        self.minimum, self.maximum, self.target = minimum, maximum, target
         self.costs: deque[float] = deque(maxlen=RECENT_CALLS)  # seconds per hash
 
     def observe(self, hashes: int, held: float) -> None:
         if hashes < self.size // 2:
             return  # a walk's first call (a read) or its short tail: says little of the rate
         self.costs.append(held / hashes)
-        wanted = TARGET_CALL_SECONDS / max(max(self.costs), 1e-7)
-        self.size = int(min(MAX_CHUNK, 2 * self.size, max(MIN_CHUNK, wanted)))
+        wanted = self.target / max(max(self.costs), 1e-7)
+        self.size = int(min(self.maximum, 2 * self.size, max(self.minimum, wanted)))

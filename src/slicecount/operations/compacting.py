@@ -32,6 +32,13 @@ PREFIX_BYTES = 1024
 MAX_FIELDS = 500
 """Most fields of one series moved by one call (after an outage a hash may hold a day of
 seconds: the rest moves by the next call, so no call holds Redis long)."""
+SERIES_UNITS = 8
+"""What rewriting a series costs the script beside its fields, in fields' worth (its GET,
+SET, HLEN and the calls around them), measured on the seeded traffic."""
+BYTES_PER_UNIT = 512
+"""Bytes of block written that cost the script about one field's worth."""
+FIRST_BUDGET = 1000
+"""Units of one script call before the cleaner has learnt their cost (about 1 ms)."""
 
 
 @dataclass
@@ -47,8 +54,13 @@ class Compacted:
     removed: int = 0  # series left with nothing: registry member removed
     unfinished: list[str] = field(default_factory=list)  # members with more to move
     bad: list[str] = field(default_factory=list)  # keys of foreign data, left alone
-    held: float = 0.0  # seconds the script held Redis (its server time)
+    holds: list[tuple[int, float]] = field(default_factory=list)  # per call: units, seconds
     calls: int = 0
+
+    @property
+    def held(self) -> float:
+        """Seconds the longest call held Redis (the script's own server time)."""
+        return max((seconds for _, seconds in self.holds), default=0.0)
 
 
 @dataclass
@@ -95,10 +107,17 @@ def series_page(ctx: Context, shard: int, after: str | None, size: int) -> Opera
 
 
 def compact(
-    ctx: Context, shard: int, members: Sequence[str], sealed: int, now: float
+    ctx: Context,
+    shard: int,
+    members: Sequence[str],
+    sealed: int,
+    now: float,
+    budget: int = FIRST_BUDGET,
 ) -> Operation[Compacted]:
     """Move the open fields before ``sealed`` of the series ``members`` (registry members of
-    ``shard``) into their blocks in one script call; drop what is past retention at ``now``."""
+    ``shard``) into their blocks, dropping what is past retention at ``now``: one snapshot
+    read, then script calls of at most ``budget`` units each (a series costs
+    ``SERIES_UNITS``, one a field it moves, one per ``BYTES_PER_UNIT`` of block it writes)."""
     keys, ladder = ctx.keys, ctx.settings.precisions
     keep_from = {p: oldest_kept(p, ctx.settings.retention_for(p), now) for p in ladder}
     done = Compacted(scanned=len(members))
@@ -133,39 +152,82 @@ def compact(
     yield from _read_headers(kept, done)
     kept = [series for series in kept if not series.bad]
     frames = yield from _read_frames(kept, ladder, keep_from, done)
-    calls = [s for s in kept if s.block_key in frames]
-    if not calls:
-        return done
-    call_keys: list[str] = [keys.known(shard)]
-    args: list[Any] = []
-    for series in calls:
-        splice = blocks.plan_splice(series.header, ladder, frames[series.block_key], keep_from)
-        packed = splice.pieces[0]
-        assert isinstance(packed, bytes)  # a splice starts with its new header
-        pieces = [] if blocks.is_empty(blocks.parse_header(packed)) else splice.pieces
-        call_keys += [series.open_key, series.block_key]
-        args += [series.member, splice.expected, len(pieces)]
-        for piece in pieces:
-            args += ["", piece] if isinstance(piece, bytes) else list(piece)
-        args.append(len(series.fields))
-        for name, value, _, _ in series.fields:
-            args += [name, value]
-    (reply,) = yield Batch([ScriptCall("compact", tuple(call_keys), tuple(args))])
-    outcomes, removed, written, held = reply
-    done.calls, done.removed, done.written, done.held = 1, removed, written, held / 1e6
-    for series, outcome in zip(calls, outcomes, strict=True):
-        if outcome == 1:
-            done.compacted += 1
-            expired = sum(1 for *_, second, _ in series.fields if second < min(keep_from.values()))
-            done.expired += expired
-            done.moved += len(series.fields) - expired
-            if series.more:
-                done.unfinished.append(series.member)
-        elif outcome == 0:
-            done.conflicts += 1
-        else:
-            done.bad.append(f"{series.block_key} or {series.open_key}: changed type")
+    planned = [
+        _plan(s, ladder, frames[s.block_key], keep_from) for s in kept if s.block_key in frames
+    ]
+    for call in _calls(planned, budget):
+        keys_of_call = [keys.known(shard)]
+        args: list[Any] = []
+        for one in call:
+            keys_of_call += [one.series.open_key, one.series.block_key]
+            args += one.args
+        (reply,) = yield Batch([ScriptCall("compact", tuple(keys_of_call), tuple(args))])
+        outcomes, removed, written, held = reply
+        done.calls += 1
+        done.removed += removed
+        done.written += written
+        done.holds.append((sum(one.units for one in call), held / 1e6))
+        for one, outcome in zip(call, outcomes, strict=True):
+            _count(done, one.series, outcome, min(keep_from.values()))
     return done
+
+
+@dataclass
+class _Planned:
+    """One series' rewrite: its script arguments and its cost in units (``budget``)."""
+
+    series: _Series
+    args: list[Any]
+    units: int
+
+
+def _plan(
+    series: _Series,
+    ladder: Sequence[int],
+    frames: dict[tuple[int, int], list[int]],
+    keep_from: dict[int, int],
+) -> _Planned:
+    splice = blocks.plan_splice(series.header, ladder, frames, keep_from)
+    packed = splice.pieces[0]
+    assert isinstance(packed, bytes)  # a splice starts with its new header
+    pieces = [] if blocks.is_empty(blocks.parse_header(packed)) else splice.pieces
+    args: list[Any] = [series.member, splice.expected, len(pieces)]
+    size = 0
+    for piece in pieces:
+        args += ["", piece] if isinstance(piece, bytes) else list(piece)
+        size += len(piece) if isinstance(piece, bytes) else piece[1]
+    args.append(len(series.fields))
+    for name, value, _, _ in series.fields:
+        args += [name, value]
+    return _Planned(series, args, SERIES_UNITS + len(series.fields) + size // BYTES_PER_UNIT)
+
+
+def _calls(planned: Sequence[_Planned], budget: int) -> list[list[_Planned]]:
+    """The rewrites grouped into script calls of at most ``budget`` units (one at least)."""
+    calls: list[list[_Planned]] = []
+    units = budget
+    for one in planned:
+        if units + one.units > budget:
+            calls.append([])
+            units = 0
+        calls[-1].append(one)
+        units += one.units
+    return calls
+
+
+def _count(done: Compacted, series: _Series, outcome: int, oldest: int) -> None:
+    """What the script did to one series, in the figures."""
+    if outcome == 1:
+        done.compacted += 1
+        expired = sum(1 for *_, second, _ in series.fields if second < oldest)
+        done.expired += expired
+        done.moved += len(series.fields) - expired
+        if series.more:
+            done.unfinished.append(series.member)
+    elif outcome == 0:
+        done.conflicts += 1
+    else:
+        done.bad.append(f"{series.block_key} or {series.open_key}: changed type")
 
 
 def _read_fields(series: _Series, flat: Sequence[bytes], sealed: int, done: Compacted) -> None:
