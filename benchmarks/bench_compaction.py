@@ -14,11 +14,12 @@ at each minute's end, as a flushing writer and the sidecar cleaner leave Redis:
   <second> n`` and ``ZADD known: NX 0 0:<series>``, one MULTI a minute) and compacted by the
   cleaner: every field older than the sealed point (now - 10 s) moves into its series' block.
 
-For each: the Redis time of the passes (INFO commandstats ``usec`` summed over every command,
-scripts' inner commands included, between just before and just after each pass; no writer runs
-meanwhile), per second of traffic and per pass; the slowest single call (SLOWLOG, every call
-over 0.5 ms logged) against the 5 ms target; the client's CPU time in the passes; and, after
-the two hours, ``used_memory`` and the sum of ``MEMORY USAGE`` of the keys, per series too.
+For each: the Redis time of the passes (the CPU of the server's main thread, where every
+command runs, from INFO cpu just before and just after each pass; no writer runs meanwhile),
+per second of traffic and per pass, and INFO commandstats' time per command; the slowest
+single call (SLOWLOG, every call over 0.5 ms logged) against the 5 ms target; the client's
+CPU time in the passes; and, after the two hours, ``used_memory`` and the sum of ``MEMORY
+USAGE`` of the keys, per series too.
 The cleaner's own figures (series it records each pass) and the passes' leases are deleted
 before the bytes are taken: they are not the history of the traffic.
 """
@@ -52,8 +53,11 @@ class Run:
 
     layout: str
     passes: int = 0
-    redis_us: int = 0  # server time of the passes, every command
+    redis_us: int = 0  # CPU of the server's main thread in the passes
     calls: Counter[str] = field(default_factory=Counter)
+    usec: Counter[str] = field(default_factory=Counter)  # server time per command
+    over_2ms: int = 0  # calls SLOWLOG saw hold Redis longer than 2 ms
+    over_5ms: int = 0
     slowest_us: int = 0  # SLOWLOG: the longest single call
     slowest_command: str = ""
     held_ms: float = 0.0  # the scripts' own longest hold (PassStats.longest_hold_ms)
@@ -63,6 +67,12 @@ class Run:
     keys: int = 0
     by_kind: Counter[str] = field(default_factory=Counter)  # key kind -> MEMORY USAGE bytes
     series: int = 0
+
+
+def main_thread_cpu(client: redis.Redis) -> float:
+    """Seconds of CPU the server's main thread (where every command runs) has used."""
+    cpu: dict[str, Any] = client.info("cpu")
+    return float(cpu["used_cpu_sys_main_thread"]) + float(cpu["used_cpu_user_main_thread"])
 
 
 def commandstats(client: redis.Redis) -> dict[str, tuple[int, int]]:
@@ -117,9 +127,11 @@ def run(layout: str, routes: int, minutes: int) -> Run:
                 simulated[0] = float(minute_end)
                 client.slowlog_reset()
                 before = commandstats(client)
+                server_cpu = main_thread_cpu(client)
                 cpu = time.process_time()
                 stats = cleaner.run_once()
                 measured.cpu_s += time.process_time() - cpu
+                measured.redis_us += round((main_thread_cpu(client) - server_cpu) * 1e6)
                 after = commandstats(client)
                 assert stats is not None
                 measured.passes += 1
@@ -127,12 +139,16 @@ def run(layout: str, routes: int, minutes: int) -> Run:
                 for name, (calls, usec) in after.items():
                     was = before.get(name, (0, 0))
                     measured.calls[name] += calls - was[0]
-                    measured.redis_us += usec - was[1]
+                    measured.usec[name] += usec - was[1]
                 for entry in client.slowlog_get(100_000):
                     command = entry["command"]
                     if isinstance(command, bytes):
                         command = command.decode("utf-8", "replace")
-                    if entry["duration"] > measured.slowest_us and "SLOWLOG" not in command:
+                    if "SLOWLOG" in command:
+                        continue
+                    measured.over_2ms += entry["duration"] > 2000
+                    measured.over_5ms += entry["duration"] > 5000
+                    if entry["duration"] > measured.slowest_us:
                         measured.slowest_us = entry["duration"]
                         measured.slowest_command = command[:60]
         # not the history: a pass's lease (simulated passes outran their real-time expiry)
@@ -176,6 +192,10 @@ def main() -> None:
          book.redis_us / book.passes / 1000, blocks.redis_us / blocks.passes / 1000),
         ("slowest Redis call (ms, SLOWLOG)", book.slowest_us / 1000, blocks.slowest_us / 1000),
         ("longest script hold (ms, own TIME)", book.held_ms, blocks.held_ms),
+        ("calls over 2 ms (SLOWLOG)", book.over_2ms, blocks.over_2ms),
+        ("calls over 5 ms (SLOWLOG)", book.over_5ms, blocks.over_5ms),
+        ("calls in the passes",
+         sum(book.calls.values()), sum(blocks.calls.values())),
         ("cleaner client CPU per pass (ms)",
          book.cpu_s / book.passes * 1000, blocks.cpu_s / blocks.passes * 1000),
         ("used_memory after (bytes)", book.used_memory, blocks.used_memory),
@@ -189,8 +209,12 @@ def main() -> None:
     print(f"slowest call: book {book.slowest_command!r}, blocks {blocks.slowest_command!r}")
     for one in (book, blocks):
         kinds = ", ".join(f"{k} {v:,}" for k, v in one.by_kind.most_common())
-        calls = ", ".join(f"{k} {v:,}" for k, v in one.calls.most_common(6))
-        print(f"{one.layout}: bytes by key kind: {kinds}; commands in the passes: {calls}")
+        usec = ", ".join(
+            f"{k} {v / 1000:,.0f} ms ({one.calls[k]:,})" for k, v in one.usec.most_common(7)
+        )
+        print(f"{one.layout}: bytes by key kind: {kinds}")
+        print(f"{one.layout}: server time by command (calls; a script's own commands are in it "
+              f"and counted again under their names): {usec}")  # fmt: skip
     if args.json:
         emit("compaction", [
             Figure("redis_us_per_traffic_s", "blocks cleaner Redis time per s of traffic",
