@@ -38,6 +38,7 @@ from figures import Figure, emit, json_flag
 from seeded_traffic import generate
 from slicecount import Settings, Store
 from slicecount.cleaner import Cleaner
+from slicecount.core import blocks
 from slicecount.core.keys import KeySpace
 from slicecount.embedded import EmbeddedRedis
 
@@ -66,6 +67,7 @@ class Run:
     key_bytes: int = 0
     keys: int = 0
     by_kind: Counter[str] = field(default_factory=Counter)  # key kind -> MEMORY USAGE bytes
+    block_parts: Counter[str] = field(default_factory=Counter)  # header, or a precision's frames
     series: int = 0
 
 
@@ -163,14 +165,26 @@ def run(layout: str, routes: int, minutes: int) -> Run:
         if extra:
             client.delete(*extra)
         measured.used_memory = int(client.info("memory")["used_memory"]) - empty
+        raw = redis.Redis.from_url(server.url)
         for key in client.scan_iter(count=1000):
             size = int(client.memory_usage(key, samples=0) or 0)
             measured.keys += 1
             measured.key_bytes += size
             measured.by_kind[key.partition(":")[0]] += size
+            if key.startswith("block:"):
+                measure_block(bytes(raw.get(key) or b""), measured.block_parts)
         measured.series = len(traffic.counts)
         client.close()
+        raw.close()
     return measured
+
+
+def measure_block(data: bytes, parts: Counter[str]) -> None:
+    """Add a block's bytes to ``parts``: its header and each precision's frames."""
+    header = blocks.parse_header(data)
+    parts["header"] += header.size
+    for section in header.sections:
+        parts[f"{section.precision} s frames"] += sum(section.lengths)
 
 
 def main() -> None:
@@ -213,6 +227,9 @@ def main() -> None:
             f"{k} {v / 1000:,.0f} ms ({one.calls[k]:,})" for k, v in one.usec.most_common(7)
         )
         print(f"{one.layout}: bytes by key kind: {kinds}")
+        if one.block_parts:
+            parts = ", ".join(f"{k} {v:,}" for k, v in one.block_parts.most_common())
+            print(f"{one.layout}: the blocks' values: {parts}")
         print(f"{one.layout}: server time by command (calls; a script's own commands are in it "
               f"and counted again under their names): {usec}")  # fmt: skip
     if args.json:
