@@ -172,7 +172,8 @@ def run(layout: str, routes: int, minutes: int) -> Run:
             measured.key_bytes += size
             measured.by_kind[key.partition(":")[0]] += size
             if key.startswith("block:"):
-                measure_block(bytes(raw.get(key) or b""), measured.block_parts)
+                value = raw.get(key)
+                measure_block(value if isinstance(value, bytes) else b"", measured.block_parts)
         measured.series = len(traffic.counts)
         client.close()
         raw.close()
