@@ -259,3 +259,24 @@ def test_a_compaction_reads_one_snapshot_and_its_script_call_stays_in_the_shards
         done = stop.value
     assert (done.compacted, done.moved, done.removed, done.written) == (2, 2, 1, 250)
     assert done.bad == [f"known:{{{shard}}} member '0:elsewhere'"]
+
+
+def test_a_compaction_splits_its_series_into_calls_within_the_budget() -> None:
+    members = ["0:a", "0:b", "0:c"]
+    op = compacting.compact(CTX, 0, members, T0 - 10, T0, budget=compacting.SERIES_UNITS + 2)
+    snapshot = next(op)
+    two_fields = [b"%d" % (T0 - 20), b"1", b"%d" % (T0 - 19), b"1"]
+    batch = op.send([two_fields, b"", two_fields, b"", two_fields, b""])
+    calls = []
+    try:
+        while True:  # one series a call: each costs SERIES_UNITS + 2 fields (+ its bytes)
+            (call,) = batch.commands
+            assert isinstance(call, ScriptCall)
+            calls.append(call.keys)
+            batch = op.send([[[1], 0, 100, 500]])
+    except StopIteration as stop:
+        done = stop.value
+    assert snapshot.transaction
+    assert calls == [("known:", f"open:{s}", f"block:{s}") for s in "abc"]
+    assert (done.calls, done.compacted, done.moved, done.written) == (3, 3, 6, 300)
+    assert done.holds == [(compacting.SERIES_UNITS + 2, 0.0005)] * 3 and done.held == 0.0005
