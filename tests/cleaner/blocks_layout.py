@@ -48,6 +48,16 @@ def write_open(
     pipe.execute()
 
 
+def open_write(store: Store, series: str, counts: Mapping[int, int]) -> Operation[list[Any]]:
+    """``write_open`` as an operation the store runs (through a Sentinel or on a cluster,
+    wherever the store's client finds the primary of the series' slot)."""
+    keys, finest = store.keys, store.settings.precisions[0]
+    commands: list[Any] = [("ZADD", keys.known_for(series), "NX", 0, keys.series_member(series))]
+    commands += [("HINCRBY", keys.open(series), t - t % finest, n) for t, n in counts.items() if n]
+    replies = yield Batch(commands, transaction=True)
+    return replies
+
+
 def stored(store: Store, series: str) -> dict[int, dict[int, int]]:
     """precision -> slice start -> count, as a reader sees it: the block's slices plus the
     open fields summed into each precision's slices (zeros left out; a foreign field counts
