@@ -24,7 +24,14 @@ from slicecount.operations.batches import Batch, Operation
 from slicecount.operations.compacting import SEAL_GRACE, WRITER_LIVE
 from slicecount.operations.writing import WRITER_MEMORY
 from slicecount.store import Store
-from tests.cleaner.blocks_layout import blocks_settings, expected, stored, write_open
+from tests.cleaner.blocks_layout import (
+    blocks_settings,
+    expected,
+    open_fields,
+    open_write,
+    stored,
+    write_open,
+)
 
 NOW = 1_700_006_400  # a multiple of 86400
 SERIES = ('http.requests{route="/a"}', 'http.requests{route="/b"}', "jobs")
@@ -204,8 +211,9 @@ def test_a_plan_made_on_a_block_another_cleaner_rewrote_is_skipped_not_applied_t
 
 
 @pytest.mark.slow
+@pytest.mark.topologies
 def test_three_cleaners_racing_writers_lose_and_double_nothing(
-    settings: Settings, store: Store, redis_client: redis.Redis
+    settings: Settings, store: Store
 ) -> None:
     rng = random.Random(7)
     written: dict[str, dict[int, int]] = {sid: {} for sid in SERIES}
@@ -213,14 +221,14 @@ def test_three_cleaners_racing_writers_lose_and_double_nothing(
     stop = threading.Event()
 
     def write() -> None:
-        with redis.Redis.from_url(settings.redis_url, decode_responses=True) as client:
+        with Store(settings) as own:
             for step in range(1000):  # 200 s of a clock that the cleaners follow
                 now = clock[0]
                 for sid in SERIES:
                     # mostly the current second, sometimes a late one long sealed
                     t = now - rng.choice((0, 0, 0, 1, 2, 40, 300))
                     n = rng.randint(1, 5)
-                    write_open(client, settings, sid, {t: n})
+                    own.run(open_write(own, sid, {t: n}))
                     written[sid][t] = written[sid].get(t, 0) + n
                 clock[0] = NOW + step // 5
         stop.set()
@@ -246,7 +254,7 @@ def test_three_cleaners_racing_writers_lose_and_double_nothing(
         for p in settings.precisions:
             diff = {s: (got[p].get(s), wanted[p].get(s)) for s in got[p].keys() | wanted[p].keys()}
             assert {s: d for s, d in diff.items() if d[0] != d[1]} == {}, (sid, p)
-        assert redis_client.hlen(keyspace(settings).open(sid)) == 0
+        assert open_fields(store, sid) == 0
     print(f"{len(conflicts)} compactions, {sum(conflicts)} splices skipped on a conflict")
 
 
