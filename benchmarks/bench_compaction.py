@@ -84,10 +84,12 @@ def commandstats(client: redis.Redis) -> dict[str, tuple[int, int]]:
             for name, v in stats.items()}  # fmt: skip
 
 
-def blocks_settings(url: str) -> Settings:
+def blocks_settings(url: str, shards: int = 1) -> Settings:
     """The blocks layout (``Settings.layout``; set on the instance where the setting is not
     there yet: the cleaner reads it with getattr)."""
-    base = Settings(redis_url=url, precisions=BLOCKS_LADDER, retention=BLOCKS_RETENTION)
+    base = Settings(
+        redis_url=url, precisions=BLOCKS_LADDER, retention=BLOCKS_RETENTION, shards=shards
+    )
     try:
         return base.with_changes(layout="blocks")
     except TypeError:
@@ -106,7 +108,7 @@ def write_open(client: redis.Redis, keys: KeySpace, counts: dict[str, dict[int, 
     pipe.execute()
 
 
-def run(layout: str, routes: int, minutes: int) -> Run:
+def run(layout: str, routes: int, minutes: int, shards: int = 1) -> Run:
     traffic = generate(routes, 1_700_006_400 + 7200, 7200, SEED)  # a fixed end: same bytes
     measured = Run(layout)
     with EmbeddedRedis() as server:
@@ -115,7 +117,9 @@ def run(layout: str, routes: int, minutes: int) -> Run:
         client.config_set("slowlog-max-len", 100_000)
         empty = int(client.info("memory")["used_memory"])
         settings = (
-            blocks_settings(server.url) if layout == "blocks" else Settings(redis_url=server.url)
+            blocks_settings(server.url, shards)
+            if layout == "blocks"
+            else Settings(redis_url=server.url, shards=shards)
         )
         keys = KeySpace(settings.prefix, settings.shards)
         simulated = [float(traffic.start)]
@@ -192,13 +196,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--routes", type=int, default=40)
     parser.add_argument("--minutes", type=int, default=120, help="of the 2 h (fewer: quicker)")
+    parser.add_argument(
+        "--shards", type=int, default=1, help="registry shards (more: smaller registries)"
+    )
     json_flag(parser)
     args = parser.parse_args()
-    book = run("book", args.routes, args.minutes)
-    blocks = run("blocks", args.routes, args.minutes)
+    book = run("book", args.routes, args.minutes, args.shards)
+    blocks = run("blocks", args.routes, args.minutes, args.shards)
     traffic_seconds = 60 * min(args.minutes, 120)
     print(f"{args.routes} routes, {blocks.series} series, {traffic_seconds} s of traffic, "
-          f"a pass a simulated minute")  # fmt: skip
+          f"a pass a simulated minute, {args.shards} shard(s)")  # fmt: skip
     print(f"{'':44}{'book':>14}{'blocks':>14}")
     rows = [
         ("cleaner Redis time per s of traffic (us)",
