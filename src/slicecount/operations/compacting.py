@@ -12,28 +12,21 @@ the next pass plans again. Only the frames a move touches are read and decoded.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from slicecount.core import blocks
-from slicecount.core.blocks import BlockError, Header
 from slicecount.core.keys import EVERY_PRECISION
 from slicecount.core.slices import oldest_kept
 from slicecount.operations.batches import Batch, Context, Operation, ScriptCall, pairs
+from slicecount.operations.compaction_reads import Notes, SeriesRead, read_frames, read_page
 
 SEAL_GRACE = 10
 """Seconds behind the clock before which a slice is sealed when no writer's mark holds it."""
 WRITER_LIVE = 30
 """Seconds a writer's mark holds sealing back after its last write (a writer quiet that long
 is not holding anything back; its late writes, if any, stay open until the next pass)."""
-PREFIX_BYTES = 4096
-"""What the snapshot reads of each block: the whole of most blocks (2 h of a busy series take
-~800 bytes), so the frames a move touches are there already; the header of one of up to ~2000
-frames."""
-MAX_FIELDS = 500
-"""Most fields of one series moved by one call (after an outage a hash may hold a day of
-seconds: the rest moves by the next call, so no call holds Redis long)."""
 SERIES_UNITS = 8
 """What rewriting a series costs the script beside its fields, in fields' worth (its GET,
 SET, HLEN and the calls around them), measured on the seeded traffic."""
@@ -63,21 +56,6 @@ class Compacted:
     def held(self) -> float:
         """Seconds the longest call held Redis (the script's own server time)."""
         return max((seconds for _, seconds in self.holds), default=0.0)
-
-
-@dataclass
-class _Series:
-    """One series being planned: what its open hash and its block hold."""
-
-    member: str
-    open_key: str
-    block_key: str
-    fields: list[tuple[bytes, bytes, int, int]] = field(default_factory=list)
-    prefix: bytes = b""
-    header: Header = field(default_factory=Header)
-    open_count: int = 0  # fields in the hash, sealed or not
-    more: bool = False  # sealed fields left for a later call (MAX_FIELDS)
-    bad: bool = False  # foreign data under one of its keys: left alone
 
 
 def writer_marks(
@@ -123,7 +101,7 @@ def compact(
     keys, ladder = ctx.keys, ctx.settings.precisions
     keep_from = {p: oldest_kept(p, ctx.settings.retention_for(p), now) for p in ladder}
     done = Compacted(scanned=len(members))
-    found: list[_Series] = []
+    found: list[SeriesRead] = []
     for member in members:
         try:
             precision, series_id = keys.parse_member(member)
@@ -133,27 +111,13 @@ def compact(
             # not ours, or left by another shard count (``slicecount reshard`` moves those)
             done.bad.append(f"{keys.known(shard)} member {member!r}")
             continue
-        found.append(_Series(member, keys.open(series_id), keys.block(series_id)))
+        found.append(SeriesRead(member, keys.open(series_id), keys.block(series_id)))
     if not found:
         return done
-    # one snapshot of the hashes and the blocks' first bytes: the generation read with the
-    # fields is the one the plan expects (a later read could see another cleaner's move)
-    reads: list[Any] = []
-    for series in found:
-        reads += [("HGETALL", series.open_key), ("GETRANGE", series.block_key, 0, PREFIX_BYTES - 1)]
-    replies = yield Batch(reads, transaction=True, bulk=True, raw=True)
-    kept: list[_Series] = []
-    for k, series in enumerate(found):
-        flat, prefix = replies[2 * k], replies[2 * k + 1]
-        if isinstance(flat, Exception) or isinstance(prefix, Exception):
-            done.bad.append(f"{series.open_key} or {series.block_key}: not a hash and a string")
-        else:
-            _read_fields(series, flat, sealed, done)
-            series.prefix = bytes(prefix)
-            kept.append(series)
-    yield from _read_headers(kept, done)
-    kept = [series for series in kept if not series.bad]
-    frames = yield from _read_frames(kept, ladder, keep_from, done)
+    notes = Notes(done.bad)
+    kept = yield from read_page(found, sealed, notes)
+    frames = yield from read_frames(kept, ladder, keep_from, notes)
+    done.conflicts += notes.conflicts
     planned = [
         _plan(s, ladder, frames[s.block_key], keep_from) for s in kept if s.block_key in frames
     ]
@@ -178,13 +142,13 @@ def compact(
 class _Planned:
     """One series' rewrite: its script arguments and its cost in units (``budget``)."""
 
-    series: _Series
+    series: SeriesRead
     args: list[Any]
     units: int
 
 
 def _plan(
-    series: _Series,
+    series: SeriesRead,
     ladder: Sequence[int],
     frames: dict[tuple[int, int], list[int]],
     keep_from: dict[int, int],
@@ -217,7 +181,7 @@ def _calls(planned: Sequence[_Planned], budget: int) -> list[list[_Planned]]:
     return calls
 
 
-def _count(done: Compacted, series: _Series, outcome: int, oldest: int) -> None:
+def _count(done: Compacted, series: SeriesRead, outcome: int, oldest: int) -> None:
     """What the script did to one series, in the figures."""
     if outcome == 1:
         done.compacted += 1
@@ -230,136 +194,3 @@ def _count(done: Compacted, series: _Series, outcome: int, oldest: int) -> None:
         done.conflicts += 1
     else:
         done.bad.append(f"{series.block_key} or {series.open_key}: changed type")
-
-
-def _read_fields(series: _Series, flat: Sequence[bytes], sealed: int, done: Compacted) -> None:
-    """Keep the sealed fields of an HGETALL reply, oldest first (``MAX_FIELDS`` of them)."""
-    for name, value in pairs(flat):
-        series.open_count += 1
-        try:
-            second, n = int(name), int(value)
-        except ValueError:
-            if len(done.bad) < 10:
-                done.bad.append(f"{series.open_key} field {name!r}")
-            continue
-        if second < sealed:
-            series.fields.append((name, value, second, n))
-    series.fields.sort(key=lambda f: f[2])
-    if len(series.fields) > MAX_FIELDS:
-        del series.fields[MAX_FIELDS:]
-        series.more = True
-
-
-def _read_headers(found: Sequence[_Series], done: Compacted) -> Operation[None]:
-    """Parse each block's header, reading the rest of the headers longer than the prefix."""
-    asked = dict.fromkeys((s.block_key for s in found), PREFIX_BYTES)
-    # the generation of the snapshot the fields were read with: a header read later that
-    # differs belongs to another cleaner's rewrite (the plan would add the fields again)
-    snapshot = {s.block_key: _generation(s.prefix) for s in found}
-    pending = list(found)
-    while pending:
-        again: list[_Series] = []
-        for series in pending:
-            try:
-                need = blocks.header_size(series.prefix) if series.prefix else 0
-                if need > len(series.prefix) == asked[series.block_key]:
-                    asked[series.block_key] = need  # a long header: read the rest of it
-                    again.append(series)
-                    continue
-                series.header = blocks.parse_header(series.prefix)
-                if series.header.generation != snapshot[series.block_key]:
-                    series.bad = True  # not foreign: changed, so retried next pass
-                    done.conflicts += 1
-            except BlockError as exc:
-                series.bad = True
-                done.bad.append(f"{series.block_key} ({exc})")
-        if not again:
-            return
-        replies = yield Batch(
-            [("GETRANGE", s.block_key, 0, asked[s.block_key] - 1) for s in again], raw=True
-        )
-        for series, prefix in zip(again, replies, strict=True):
-            series.prefix = bytes(prefix)
-        pending = again
-
-
-def _generation(prefix: bytes) -> int:
-    """The generation in a block's first bytes (0: no block, or too short to be one)."""
-    return blocks.HEADER.unpack_from(prefix)[3] if len(prefix) >= blocks.HEADER.size else 0
-
-
-def _read_frames(
-    found: Sequence[_Series], ladder: Sequence[int], keep_from: dict[int, int], done: Compacted
-) -> Operation[dict[str, dict[tuple[int, int], list[int]]]]:
-    """block key -> the frames each series' move changes, decoded (only those), with the
-    sealed counts added; only the series with something to do are in it."""
-    oldest = min(keep_from.values())
-    wanted: list[tuple[_Series, int, int, int, int]] = []  # series, precision, start, at, len
-    plans: dict[str, dict[tuple[int, int], list[int]]] = {}
-    for series in found:
-        frames: dict[tuple[int, int], list[int]] = {}
-        for p in ladder:
-            period = p * blocks.FRAME_SLICES
-            for start in {s - s % period for *_, s, _ in series.fields if s >= oldest}:
-                if start + period <= keep_from[p]:
-                    continue  # a frame past this precision's retention: nothing to add
-                _, n, offset, length = series.header.frames(p, start, start + 1)
-                frames[(p, start)] = [0] * blocks.FRAME_SLICES
-                if not (n and length):
-                    continue
-                if offset + length <= len(series.prefix):  # read with the snapshot already
-                    try:
-                        data = series.prefix[offset : offset + length]
-                        frames[(p, start)] = blocks.decode_frame(data)
-                    except BlockError:
-                        frames.clear()  # foreign bytes past a valid header: left alone
-                        series.bad = True
-                        done.bad.append(f"{series.block_key} (a frame does not decode)")
-                        break
-                else:
-                    wanted.append((series, p, start, offset, length))
-            if series.bad:
-                break
-        if series.bad:
-            continue
-        empty = not series.prefix and not series.open_count  # its member goes
-        if series.fields or empty or _expiring(series.header, ladder, keep_from):
-            plans[series.block_key] = frames
-    replies: list[Any] = []
-    if wanted:
-        replies = yield Batch(
-            [("GETRANGE", w[0].block_key, w[3], w[3] + w[4] - 1) for w in wanted], raw=True
-        )
-    for (series, p, start, _, length), data in zip(wanted, replies, strict=True):
-        if series.block_key not in plans:
-            continue
-        try:
-            if len(data) != length:
-                raise BlockError(f"a frame of {length} bytes read as {len(data)}")
-            plans[series.block_key][(p, start)] = blocks.decode_frame(bytes(data))
-        except BlockError:  # the block changed under the plan: its script would refuse it
-            del plans[series.block_key]
-            done.conflicts += 1
-    for series in found:
-        if series.block_key not in plans:
-            continue
-        for p in ladder:
-            period = p * blocks.FRAME_SLICES
-            counts: dict[int, int] = {}
-            for *_, second, n in series.fields:
-                start = second - second % period
-                if second >= oldest and start + period > keep_from[p]:
-                    counts[second] = counts.get(second, 0) + n
-            blocks.add_counts(plans[series.block_key], [p], counts)
-    return plans
-
-
-def _expiring(header: Header, ladder: Iterable[int], keep_from: dict[int, int]) -> bool:
-    """Whether a block holds frames past retention, or a precision no longer in the ladder."""
-    if any(s.precision not in keep_from and s.lengths for s in header.sections):
-        return True
-    for p in ladder:
-        section = header.section(p)
-        if section and section.lengths and section.first + section.period <= keep_from[p]:
-            return True
-    return False
