@@ -105,3 +105,8 @@ def test_an_empty_block_after_retention_has_no_frames() -> None:
     header = read_header(data)
     dropped = blocks.plan_splice(header, LADDER, {}, {p: T0 + 10**7 for p in LADDER})
     assert blocks.is_empty(read_header(dropped.apply(data)))
+
+
+def test_the_generation_wraps_around_past_zero() -> None:
+    last = blocks.plan_splice(Header(0xFFFFFFFF), LADDER, {(1, T0 - T0 % 720): [1] * 720}, {})
+    assert read_header(last.apply(b"")).generation == 1
