@@ -20,15 +20,9 @@ RETENTION = {1: 600, 5: 34560, 60: 44640, 3600: 9600}
 
 
 def blocks_settings(redis_url: str, **changes: Any) -> Settings:
-    """Settings of the blocks layout (until ``Settings.layout`` is merged, set on the frozen
-    instance: the cleaner reads it with ``getattr``)."""
-    base = Settings(redis_url=redis_url, precisions=LADDER, retention=RETENTION)
-    changed = base.with_changes(**changes) if changes else base
-    try:
-        return changed.with_changes(layout="blocks")
-    except TypeError:
-        object.__setattr__(changed, "layout", "blocks")
-        return changed
+    """Settings of the blocks layout, on a ladder of four precisions."""
+    base = Settings(redis_url=redis_url, layout="blocks", precisions=LADDER, retention=RETENTION)
+    return base.with_changes(**changes) if changes else base
 
 
 def write_open(

@@ -29,7 +29,7 @@ LAYOUT = "blocks"
 
 def uses_blocks(store: Store) -> bool:
     """Whether the store keeps its history in blocks (``Settings.layout``)."""
-    return getattr(store.settings, "layout", "book") == LAYOUT
+    return store.settings.layout == LAYOUT
 
 
 @dataclass
