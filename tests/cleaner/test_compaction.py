@@ -67,10 +67,11 @@ def figure_fields(client: redis.Redis, keys: KeySpace, before: int) -> tuple[int
     so the next pass compacts them too) holding a slice older than ``before``."""
     fields, series = 0, []
     for member in client.zrange(keys.known(), 0, -1):
-        if "slicecount.cleaner." in member:
-            old = [f for f in client.hkeys(keys.open(member[2:])) if int(f) < before]
+        name = str(member)[2:]
+        if name.startswith("slicecount.cleaner."):
+            old = [f for f in client.hkeys(keys.open(name)) if int(f) < before]
             fields += len(old)
-            series += [member[2:]] if old else []
+            series += [name] if old else []
     return fields, series
 
 
