@@ -19,8 +19,9 @@ last 5 minutes and the last hour, 2 m for the last 24 hours; ``$__rate_interval`
 slicecount / Prometheus, and panels refused (4xx). Bytes: what Redis's keys take (MEMORY
 USAGE summed over the keys, plus the key table), per series, and used_memory over the empty
 server's (which also counts the Lua VM, the script cache and client buffers: ~0.66 MB that a
-FLUSHALL leaves); Prometheus's blocks on disk (chunks, index, meta) per sample. Accuracy: ``increase(http_requests_total[1m])`` summed and by
-route over the last hour at a 15 s step, against the requests in [t - 60, t); and
+FLUSHALL leaves); Prometheus's blocks on disk (chunks, index, meta) per sample. Accuracy:
+``increase(http_requests_total[1m])`` summed and by route over the last hour at a 15 s step,
+against the requests in [t - 60, t); and
 ``count(http_requests_total)`` at the end against the series that had requests. Nothing is
 asserted; a server that does not start exits non-zero. The machine is shared and noisy.
 
