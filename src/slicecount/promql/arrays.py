@@ -209,18 +209,29 @@ def exact_sums(columns: Iterator[tuple[Ints, Floats]], shape: tuple[int, int]) -
 
 def pairwise_sums(values: Floats) -> Sums:
     """Sums along axis 1 of groups x members x times, compensated as ``exact_sums``, added
-    pairwise: log2(members) array operations, not one per member."""
+    pairwise: log2(members) array operations, not one per member. Two members need none:
+    ``fsum`` of two floats is their rounded sum."""
+    if values.shape[1] <= 2:
+        with np.errstate(invalid="ignore", over="ignore"):
+            plain = values.sum(axis=1) + 0.0  # -0 is 0, as fsum's
+        return plain, np.zeros(plain.shape, dtype=bool)
     total = values
-    error, slack = np.zeros_like(values), np.zeros_like(values)
+    error = slack = None
     with np.errstate(invalid="ignore", over="ignore"):
         while total.shape[1] > 1:
             if total.shape[1] % 2:
                 pad = np.zeros((total.shape[0], 1, total.shape[2]))
-                total, error, slack = (np.concatenate((x, pad), 1) for x in (total, error, slack))
+                total = np.concatenate((total, pad), 1)
+                if error is not None and slack is not None:
+                    error, slack = np.concatenate((error, pad), 1), np.concatenate((slack, pad), 1)
             total, lost = two_sum(total[:, 0::2], total[:, 1::2])
+            if error is None or slack is None:  # the first level: its errors are exact
+                error, slack = lost, np.zeros_like(lost)
+                continue
             error, missed = two_sum(error[:, 0::2], error[:, 1::2])
             error, missed_too = two_sum(error, lost)
             slack = slack[:, 0::2] + slack[:, 1::2] + np.abs(missed) + np.abs(missed_too)
+    assert error is not None and slack is not None  # three members or more: two levels
     return rounded(total[:, 0], error[:, 0], slack[:, 0])
 
 

@@ -110,11 +110,12 @@ def _coalesce(layout: Layout, counts: Floats) -> tuple[list[float], Floats]:
     if len(bounds) == len(layout):
         return bounds, counts.copy()
     out = np.empty((counts.shape[0], len(bounds), counts.shape[2]))
-    for j, rows in enumerate(sources):
-        total = counts[:, rows[0], :]
-        for r in rows[1:]:
-            total = total + counts[:, r, :]
-        out[:, j, :] = total
+    with np.errstate(invalid="ignore", over="ignore"):
+        for j, rows in enumerate(sources):
+            total = counts[:, rows[0], :]
+            for r in rows[1:]:
+                total = total + counts[:, r, :]
+            out[:, j, :] = total
     return bounds, out
 
 

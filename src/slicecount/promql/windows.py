@@ -36,7 +36,8 @@ def instant(table: Table, reads: Ints, valid: Mask, labels: list[Labels]) -> Blo
     present = valid[None, :] & (at[None, :] < table.sizes[:, None])
     if not width:
         return Block(labels, np.zeros(present.shape), present)
-    values = table.totals[:, np.minimum(at, width - 1)] * table.scales[:, None]
+    with np.errstate(over="ignore"):
+        values = table.totals[:, np.minimum(at, width - 1)] * table.scales[:, None]
     return Block(labels, _zero_absent(values, present), present)
 
 
