@@ -12,6 +12,7 @@ compute) waits its turn and is evaluated and encoded in a worker thread.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from itertools import accumulate
@@ -59,6 +60,7 @@ async def run(
 ) -> bytes:
     """Plan, discover, check, read, evaluate and encode ``queries``, in order; ``alongside``
     (a simPod request's annotations) runs with the reads, once the request is checked."""
+    arrived = time.monotonic()
     wanted = [needs(q.node, q.step or 0.0 if q.partial else 0.0) for q in queries]
     counters: Sequence[SeriesInfo] = ()
     distinct: Sequence[SeriesInfo] = ()
@@ -102,9 +104,9 @@ async def run(
         return finish(answers, catalogue.warnings)
 
     if work <= reader.limits.max_inline_points:
-        return compute(*await _read(reader, plans, alongside))
+        return compute(*await _read(reader, plans, alongside, arrived))
     async with reader.heavy():
-        counts, distinct_counts = await _read(reader, plans, alongside)
+        counts, distinct_counts = await _read(reader, plans, alongside, arrived)
         return await anyio.to_thread.run_sync(lambda: compute(counts, distinct_counts))
 
 
@@ -113,15 +115,21 @@ def _read_key(plan: Plan) -> tuple[int, int, int]:
 
 
 async def _read(
-    reader: Reader, plans: Sequence[Plan], alongside: Callable[[], Awaitable[None]] | None
+    reader: Reader,
+    plans: Sequence[Plan],
+    alongside: Callable[[], Awaitable[None]] | None,
+    arrived: float,
 ) -> tuple[dict[tuple[int, int, int], dict[str, list[int | None]]], list[list[int]]]:
-    """The slices of every query, one read per (precision, first, last) for all of them, and
-    the unions each counts, concurrently."""
+    """The slices of every query, one read per (precision, first, last) for all of them
+    (shared with the requests that arrived before it started), and the unions each counts,
+    concurrently."""
     groups: dict[tuple[int, int, int], dict[str, None]] = {}
     for plan in plans:
         groups.setdefault(_read_key(plan), {}).update(dict.fromkeys(plan.ids))
     reads = {
-        key: asyncio.ensure_future(reader.read_slices(list(ids), key[0], key[1], key[2] - key[0]))
+        key: asyncio.ensure_future(
+            reader.read_slices(list(ids), key[0], key[1], key[2] - key[0], arrived)
+        )
         for key, ids in groups.items()
         if ids
     }
