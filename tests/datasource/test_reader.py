@@ -265,3 +265,19 @@ def test_light_requests_do_not_wait_behind_heavy_ones(load: Settings) -> None:
             assert len(json.loads((await heavy).body)) == 50
 
     asyncio.run(scenario())
+
+
+def test_an_unchanged_discovery_answer_is_the_same_object(data: Settings, store: Store) -> None:
+    """What a query derives from discovery (the names, the series a selector matches) is
+    remembered with the very answer: asked again and unchanged, it is kept, not rebuilt."""
+
+    async def scenario() -> tuple[bool, bool, int]:
+        async with CountingStore(data) as counting:
+            reader = Reader(counting, Limits(), clock=lambda: NOW, ttl=0)
+            first = await reader.series_of("http.requests", 60)
+            again = await reader.series_of("http.requests", 60)
+            store.apply({'http.requests{method="GET",route="/c",status="200"}': {NOW - 5: 1}})
+            changed = await reader.series_of("http.requests", 60)
+            return again is first, changed is first, len(changed) - len(first)
+
+    assert asyncio.run(scenario()) == (True, False, 1)
