@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from itertools import accumulate
 
 from slicecount.datasource.discovery import SeriesInfo
+from slicecount.datasource.distinct_times import collapse, expand
+from slicecount.datasource.limits import Limits
 from slicecount.datasource.planning import Plan, Query, plan_queries
 from slicecount.datasource.prometheus.names import Catalogue
 from slicecount.datasource.prometheus.plan import needs
@@ -25,7 +27,7 @@ from slicecount.datasource.reader import Reader, all_done
 from slicecount.errors import MissingExtra
 from slicecount.promql.ast import NAME_LABEL, VectorSelector, walk
 from slicecount.promql.engine import Evaluator, Result
-from slicecount.promql.values import Grid, Raw
+from slicecount.promql.values import EvaluationError, Grid, Raw, Series
 
 try:
     import anyio.to_thread
@@ -97,9 +99,14 @@ async def run(
                 ]
                 for selector, derived in plan.found.items()
             }
-            evaluator = Evaluator(grid, data, budget, plan.unions.ready(counted))
+            collapsed = None if plan.unions.lines else collapse(grid, plan.query.node)
+            on = collapsed[0] if collapsed else grid
+            evaluator = Evaluator(on, data, budget, plan.unions.ready(counted))
             result = evaluator.evaluate(plan.query.node)
             budget -= evaluator.computed
+            if collapsed:  # what was computed per reading is answered at every time
+                budget -= _answered(result, len(grid.times), budget, reader.limits)
+                result = expand(result, collapsed[1])
             answers.append(Answer(result, grid, plan.choice.infos, _stored(plan, catalogue)))
         return finish(answers, catalogue.warnings)
 
@@ -108,6 +115,19 @@ async def run(
     async with reader.heavy():
         counts, distinct_counts = await _read(reader, plans, alongside, arrived)
         return await anyio.to_thread.run_sync(lambda: compute(counts, distinct_counts))
+
+
+def _answered(result: Result, times: int, budget: int, limits: Limits) -> int:
+    """The points of an answer at every time: EvaluationError past what is left of the
+    budget."""
+    points = (len(result) if result and isinstance(result[0], Series) else 1) * times
+    if points > budget:
+        raise EvaluationError(
+            f"the query answers {points:,} points (its series x its times), more than "
+            f"{limits.max_computed_points:,} with what it computed (max_computed_points): match "
+            "fewer series, aggregate with sum by (...) or shorten the range"
+        )
+    return points
 
 
 def _read_key(plan: Plan) -> tuple[int, int, int]:

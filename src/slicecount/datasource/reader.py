@@ -2,9 +2,9 @@
 
 The Reader owns what every endpoint shares: the store (and its settings), the limits, the clock,
 the discovery cache (an unchanged answer kept as the same object, so what was derived from it
-holds), the turns of heavy requests and the reads requests share (``concurrency``). A query (``execute``) takes two concurrent
-rounds: the series of every selector, then (once the work is checked) their slices and unions,
-in chunks so that no reply holds the event loop for long.
+holds), the turns of heavy requests and the reads requests share (``concurrency``). A query
+(``execute``) takes two concurrent rounds: the series of every selector, then (once the work
+is checked) their slices and unions, in chunks so that no reply holds the event loop for long.
 """
 
 from __future__ import annotations
