@@ -16,7 +16,7 @@ import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Hashable
 from contextlib import asynccontextmanager
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
 
@@ -53,6 +53,7 @@ class SharedReads(Generic[T]):
         self.clock = clock
         self._reads: OrderedDict[Hashable, tuple[float, int, asyncio.Future[T]]] = OrderedDict()
         self._points = 0
+        self._results: dict[int, dict[Hashable, Any]] = {}  # by id() of a remembered answer
 
     async def read(
         self, key: Hashable, points: int, since: float, load: Callable[[], Awaitable[T]]
@@ -75,7 +76,14 @@ class SharedReads(Generic[T]):
             done.cancel()  # those waiting read for themselves
             raise
         done.set_result(value)
+        if key in self._reads and self._reads[key][2] is done:  # not dropped while reading
+            self._results[id(value)] = {}
         return value
+
+    def results(self, answer: T) -> dict[Hashable, Any] | None:
+        """What is computed from a remembered answer (``answer`` itself, as ``read`` returned
+        it), to be shared with the requests it answers; None when it is not remembered."""
+        return self._results.get(id(answer))  # dropped with the answer: an id is not reused
 
     def _remember(
         self, key: Hashable, started: float, points: int, task: asyncio.Future[T]
@@ -94,3 +102,5 @@ class SharedReads(Generic[T]):
         found = self._reads.pop(key, None)
         if found is not None:
             self._points -= found[1]
+            if found[2].done() and not found[2].cancelled():
+                self._results.pop(id(found[2].result()), None)

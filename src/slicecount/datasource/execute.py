@@ -13,15 +13,16 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import accumulate
 
+from slicecount.datasource import subtrees
 from slicecount.datasource.discovery import SeriesInfo
 from slicecount.datasource.distinct_times import collapse, expand
 from slicecount.datasource.limits import Limits
 from slicecount.datasource.planning import Plan, Query, plan_queries
-from slicecount.datasource.prometheus.names import Catalogue
+from slicecount.datasource.prometheus.names import Catalogue, Derived
 from slicecount.datasource.prometheus.plan import needs
 from slicecount.datasource.reader import Reader, all_done
 from slicecount.errors import MissingExtra
@@ -89,19 +90,16 @@ async def run(
             grid = plan.choice.grid
             read = counts.get(_read_key(plan), {})
             sliced = {i: _counts(read.get(i, []), plan.slices) for i in plan.ids}
-            sums = Sums(sliced, plan.slices)
-            data = {
-                selector: [
-                    Raw(d.labels, None, d.scale, sliced[d.parts[0]])
-                    if len(d.parts) == 1
-                    else Raw(d.labels, sums.of(d.parts), d.scale)
-                    for d in derived
-                ]
-                for selector, derived in plan.found.items()
-            }
+            data = Selected(plan.found, sliced, Sums(sliced, plan.slices))
             collapsed = None if plan.unions.lines else collapse(grid, plan.query.node)
             on = collapsed[0] if collapsed else grid
-            evaluator = Evaluator(on, data, budget, plan.unions.ready(counted))
+            ready = plan.unions.ready(counted)
+            shared = None if plan.unions.lines else reader.shared_results(read)
+            if shared is not None:  # aggregations other requests of the read compute too
+                given, computed = subtrees.ready(plan.query.node, on, data, budget, shared)
+                ready.update(given)
+                budget -= computed
+            evaluator = Evaluator(on, data, budget, ready)
             result = evaluator.evaluate(plan.query.node)
             budget -= evaluator.computed
             if collapsed:  # what was computed per reading is answered at every time
@@ -181,6 +179,36 @@ def _counts(counts: Sequence[int | None], slices: int) -> Sequence[int]:
     if None in counts:  # slices with no field: in C when there are none
         return [c or 0 for c in counts]
     return counts  # type: ignore[return-value]  # no None
+
+
+class Selected(Mapping[VectorSelector, Sequence[Raw]]):
+    """The series of each selector, built when the engine first asks for them (not at all
+    for a selector under an aggregation that came ready)."""
+
+    def __init__(
+        self, found: dict[VectorSelector, list[Derived]], sliced: dict[str, Sequence[int]],
+        sums: Sums,
+    ) -> None:  # fmt: skip
+        self.found, self.sliced, self.sums = found, sliced, sums
+        self.built: dict[VectorSelector, list[Raw]] = {}
+
+    def __getitem__(self, selector: VectorSelector) -> list[Raw]:
+        built = self.built.get(selector)
+        if built is None:
+            sliced, sums = self.sliced, self.sums
+            built = self.built[selector] = [
+                Raw(d.labels, None, d.scale, sliced[d.parts[0]])
+                if len(d.parts) == 1
+                else Raw(d.labels, sums.of(d.parts), d.scale)
+                for d in self.found[selector]
+            ]
+        return built
+
+    def __iter__(self) -> Iterator[VectorSelector]:
+        return iter(self.found)
+
+    def __len__(self) -> int:
+        return len(self.found)
 
 
 class Sums:

@@ -248,6 +248,11 @@ class Reader:
         await all_done(tasks)
         return _merged(tasks)
 
+    def shared_results(self, read: object) -> dict[Any, Any] | None:
+        """Where what is computed from a shared read (``read_slices``' answer) is kept for
+        the requests it answers (``subtrees``); None when the read is not shared."""
+        return self._shared.results(read)  # type: ignore[arg-type]  # any object: by id
+
     def _start_reads(
         self, ids: Sequence[str], precision: int, first: int, last: int, gate: asyncio.Semaphore
     ) -> list[asyncio.Future[dict[str, list[int | None]]]]:
