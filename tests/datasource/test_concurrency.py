@@ -9,6 +9,7 @@ from typing import Any
 
 from slicecount.config import Settings
 from slicecount.datasource import endpoints
+from slicecount.datasource.concurrency import SharedReads
 from slicecount.datasource.limits import Limits
 from slicecount.datasource.reader import Reader
 from slicecount.store import Store
@@ -87,3 +88,27 @@ def test_a_shared_read_cancelled_with_its_request_is_read_again(load: Settings) 
     counting, answer = asyncio.run(scenario())
     assert totals(answer) == [30_000]
     assert counting.kinds().count("read") == 2 * 2  # the cancelled read, then its own
+
+
+def test_a_read_is_kept_only_while_a_request_that_arrived_before_it_is_under_way() -> None:
+    async def scenario() -> list[int]:
+        reads = SharedReads[list[int]](max_points=1000)
+        loads: list[int] = []
+
+        async def load() -> list[int]:
+            loads.append(len(loads))
+            return loads[-1:]
+
+        with reads.request() as first:
+            with reads.request() as second:  # both arrived before the read started
+                read = await reads.read("key", 1, first, load)
+                assert await reads.read("key", 1, second, load) is read
+                assert reads.results(read) == {}
+            with reads.request() as third:  # arrived after it started: reads anew
+                again = await reads.read("key", 1, third, load)
+                assert again is not read and reads.results(read) is None
+            assert reads.results(again) == {}  # the first request is still under way
+        assert reads.results(again) is None  # every request answered: nothing kept
+        return loads
+
+    assert asyncio.run(scenario()) == [0, 1]

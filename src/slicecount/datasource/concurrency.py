@@ -6,25 +6,25 @@ and p99 panels of a histogram read the same buckets over the same range, "reques
 second" and "error ratio" the same counters. A read is shared with a request only when it
 started after that request arrived, so the answer is as fresh as reading it then: nothing is
 cached past what a request could have seen, and a count written before a request arrived is
-always in its answer.
+always in its answer. A read is forgotten once every request under way arrived after it
+started.
 """
 
 from __future__ import annotations
 
 import asyncio
+import math
 import time
-from collections import OrderedDict
-from collections.abc import AsyncIterator, Awaitable, Callable, Hashable
-from contextlib import asynccontextmanager
+from collections import Counter, OrderedDict
+from collections.abc import AsyncIterator, Awaitable, Callable, Hashable, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager
 from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
 
-KEPT_SECONDS = 10.0
-"""A read is offered to later requests this long: longer than the requests of one refresh
-wait for their turns, so that each finds the reads of the others."""
 KEPT_READS = 64
-"""Reads remembered at most."""
+"""Reads remembered at most (each only while a request that arrived before it is under
+way: then no request can share it)."""
 
 
 class Turns:
@@ -54,6 +54,29 @@ class SharedReads(Generic[T]):
         self._reads: OrderedDict[Hashable, tuple[float, int, asyncio.Future[T]]] = OrderedDict()
         self._points = 0
         self._results: dict[int, dict[Hashable, Any]] = {}  # by id() of a remembered answer
+        self._arrivals: Counter[float] = Counter()  # of the requests under way
+
+    @contextmanager
+    def request(self) -> Iterator[float]:
+        """A request under way, from its arrival (the time given) to its answer."""
+        arrived = self.clock()
+        self._arrivals[arrived] += 1
+        try:
+            yield arrived
+        finally:
+            self._arrivals[arrived] -= 1
+            if not self._arrivals[arrived]:
+                del self._arrivals[arrived]
+            self._prune()
+
+    def _prune(self) -> None:
+        """Forget the reads that started before every request under way arrived."""
+        oldest = min(self._arrivals, default=math.inf)
+        while self._reads:
+            key, (started, _, _) = next(iter(self._reads.items()))
+            if started >= oldest:
+                break
+            self._forget(key)
 
     async def read(
         self, key: Hashable, points: int, since: float, load: Callable[[], Awaitable[T]]
@@ -91,10 +114,10 @@ class SharedReads(Generic[T]):
         self._forget(key)
         self._reads[key] = (started, points, task)
         self._points += points
-        while self._reads:
-            oldest_key, (oldest, _, _) = next(iter(self._reads.items()))
-            full = len(self._reads) > KEPT_READS or self._points > self.max_points
-            if oldest_key == key or not (full or started - oldest > KEPT_SECONDS):
+        self._prune()
+        while len(self._reads) > KEPT_READS or self._points > self.max_points:
+            oldest_key = next(iter(self._reads))
+            if oldest_key == key:
                 break
             self._forget(oldest_key)
 
@@ -104,3 +127,15 @@ class SharedReads(Generic[T]):
             self._points -= found[1]
             if found[2].done() and not found[2].cancelled():
                 self._results.pop(id(found[2].result()), None)
+
+
+async def all_done(tasks: Sequence[asyncio.Future[Any]]) -> None:
+    """Wait for every task; on the first failure cancel the others, so no Redis call outlives
+    its request, and raise it."""
+    try:
+        await asyncio.gather(*tasks)
+    except BaseException:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise

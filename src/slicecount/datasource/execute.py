@@ -12,19 +12,19 @@ compute) waits its turn and is evaluated and encoded in a worker thread.
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import accumulate
 
 from slicecount.datasource import subtrees
+from slicecount.datasource.concurrency import all_done
 from slicecount.datasource.discovery import SeriesInfo
 from slicecount.datasource.distinct_times import collapse, expand
 from slicecount.datasource.limits import Limits
 from slicecount.datasource.planning import Plan, Query, plan_queries
 from slicecount.datasource.prometheus.names import Catalogue, Derived
 from slicecount.datasource.prometheus.plan import needs
-from slicecount.datasource.reader import Reader, all_done
+from slicecount.datasource.reader import Reader
 from slicecount.errors import MissingExtra
 from slicecount.promql.ast import NAME_LABEL, VectorSelector, walk
 from slicecount.promql.engine import Evaluator, Result
@@ -63,7 +63,18 @@ async def run(
 ) -> bytes:
     """Plan, discover, check, read, evaluate and encode ``queries``, in order; ``alongside``
     (a simPod request's annotations) runs with the reads, once the request is checked."""
-    arrived = time.monotonic()
+    with reader.request() as arrived:
+        return await _run(reader, queries, names, finish, alongside, arrived)
+
+
+async def _run(
+    reader: Reader,
+    queries: Sequence[Query],
+    names: Listing,
+    finish: Finish,
+    alongside: Callable[[], Awaitable[None]] | None,
+    arrived: float,
+) -> bytes:
     wanted = [needs(q.node, q.step or 0.0 if q.partial else 0.0) for q in queries]
     counters: Sequence[SeriesInfo] = ()
     distinct: Sequence[SeriesInfo] = ()

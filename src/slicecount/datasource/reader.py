@@ -12,12 +12,13 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable, Sequence
+from contextlib import AbstractContextManager
 from typing import Any, TypeVar
 
 from slicecount.config import Settings
 from slicecount.core.histogram import BUCKET_SUFFIX
 from slicecount.core.series import parse
-from slicecount.datasource.concurrency import SharedReads, Turns
+from slicecount.datasource.concurrency import SharedReads, Turns, all_done
 from slicecount.datasource.discovery import SeriesInfo
 from slicecount.datasource.limits import Limits
 from slicecount.operations.unique_reading import Group, kept_precisions
@@ -248,6 +249,11 @@ class Reader:
         await all_done(tasks)
         return _merged(tasks)
 
+    def request(self) -> AbstractContextManager[float]:
+        """A request under way, from its arrival (``time.monotonic()``, given) to its answer:
+        the reads that started since it arrived answer it too (``read_slices``' ``since``)."""
+        return self._shared.request()
+
     def shared_results(self, read: object) -> dict[Any, Any] | None:
         """Where what is computed from a shared read (``read_slices``' answer) is kept for
         the requests it answers (``subtrees``); None when the read is not shared."""
@@ -276,18 +282,6 @@ def _merged(
 
 def _chunks(ids: list[str], size: int) -> list[list[str]]:
     return [ids[i : i + size] for i in range(0, len(ids), size)]
-
-
-async def all_done(tasks: Sequence[asyncio.Future[Any]]) -> None:
-    """Wait for every task; on the first failure cancel the others, so no Redis call outlives
-    its request, and raise it."""
-    try:
-        await asyncio.gather(*tasks)
-    except BaseException:
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        raise
 
 
 def union_parts(groups: Sequence[Group], limit: int = UNION_SLICES_PER_CALL) -> list[list[Group]]:
