@@ -1,6 +1,7 @@
 """One flush of 10 000 series on one Redis server and on a 3-master Redis Cluster, in one run.
 
-    python benchmarks/bench_cluster.py [--series 10000] [--rounds 10] [--writers 1,4] [--json]
+    python benchmarks/bench_cluster.py [--series 10000] [--rounds 10] [--writers 1,4]
+                                       [--layouts book,blocks] [--json]
 
 Three targets run side by side: a standalone redis-server as most deployments run it (one
 shard: a flush is one or two transactions); the same with the cluster's key layout and a
@@ -25,11 +26,18 @@ threads of one process would share one core through the GIL. On a 2-core machine
 cluster's parallel speedup; the CPU split per master is what lets a real deployment (a core
 per master) scale, and is what this reports. No target: the issue asks for the figures, and
 quotes ~11 µs of Redis CPU per series-flush on one server, which the standalone line checks.
+
+Each layout (``--layouts``, both by default) runs on servers of its own, its rounds alternating
+with the other's: the book's (7 HINCRBY a series) and the blocks layout's (one HINCRBY into the
+series' open hash, one registry member, and a writer's mark per chunk), whose Redis CPU per
+series-flush issue 24 wants no higher than the book's.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import functools
 import multiprocessing
 import statistics
 import sys
@@ -51,7 +59,7 @@ sys.path.append(str(Path(__file__).resolve().parent.parent))
 from tests.topologies import ClusterGroup, wait_until
 
 T0 = 1_700_000_000
-COMMANDS = ("hincrby", "zadd", "exec", "evalsha")
+COMMANDS = ("hincrby", "zadd", "exec", "evalsha", "set")
 """The commandstats shown per master (a flush runs no script: evalsha shows only if one ran)."""
 
 
@@ -64,12 +72,13 @@ class Target:
     shards: int | None  # None: the URL's default (1 on one server, 64 on a cluster)
     masters: list[int]
     replicas: list[int]
+    layout: str = "book"
 
 
 def writer(target: Target, index: int, writers: int, series: int, conn: Connection) -> None:
     """One writer process: on each round's time, count its share of the series, then flush
     on "go" and answer (flushed, CPU seconds of the flush)."""
-    settings = Settings(redis_url=target.url, socket_timeout=60)
+    settings = Settings(redis_url=target.url, socket_timeout=60, layout=target.layout)
     if target.shards is not None:
         settings = replace(settings, shards=target.shards)
     store = Store(settings)
@@ -231,26 +240,40 @@ def main() -> None:
     parser.add_argument(
         "--writers", default="1,4", help="comma-separated writer process counts (default 1,4)"
     )
+    parser.add_argument(
+        "--layouts", default="book,blocks", help="comma-separated layouts (default book,blocks)"
+    )
     json_flag(parser)
     args = parser.parse_args()
     counts = [int(n) for n in args.writers.split(",")]
+    layouts = args.layouts.split(",")
 
-    with (
-        EmbeddedRedis() as alone,
-        EmbeddedRedis() as sharded,
-        EmbeddedRedis() as primary,
-        EmbeddedRedis(args=["--replicaof", "127.0.0.1", str(primary.port)]) as replica,
-        ClusterGroup() as cluster,
-    ):
-        wait_until(lambda: linked(replica.port), "the replica of the 64-shard server to sync")
-        cluster_replicas = [n.port for n in cluster.nodes if n.port not in cluster.seeds]
-        targets = [
-            Target("standalone", alone.url, None, [alone.port], []),
-            Target("64 shards", sharded.url, CLUSTER_SHARDS, [sharded.port], []),
-            Target("+ replica", primary.url, CLUSTER_SHARDS, [primary.port], [replica.port]),
-            Target("cluster", cluster.url, None, cluster.seeds, cluster_replicas),
-        ]
-        groups = {(t.name, n): Writers(t, n, args.series) for n in counts for t in targets}
+    with contextlib.ExitStack() as stack:
+        targets: dict[str, list[Target]] = {}
+        for layout in layouts:
+            alone, sharded, primary = (stack.enter_context(EmbeddedRedis()) for _ in range(3))
+            replica = stack.enter_context(
+                EmbeddedRedis(args=["--replicaof", "127.0.0.1", str(primary.port)])
+            )
+            cluster = stack.enter_context(ClusterGroup())
+            synced = functools.partial(linked, replica.port)
+            wait_until(synced, "the replica of the 64-shard server to sync")
+            cluster_replicas = [n.port for n in cluster.nodes if n.port not in cluster.seeds]
+            targets[layout] = [
+                Target("standalone", alone.url, None, [alone.port], [], layout),
+                Target("64 shards", sharded.url, CLUSTER_SHARDS, [sharded.port], [], layout),
+                Target(
+                    "+ replica", primary.url, CLUSTER_SHARDS, [primary.port], [replica.port],
+                    layout,
+                ),
+                Target("cluster", cluster.url, None, cluster.seeds, cluster_replicas, layout),
+            ]  # fmt: skip
+        groups = {
+            (t.layout, t.name, n): Writers(t, n, args.series)
+            for n in counts
+            for ts in targets.values()
+            for t in ts
+        }
         try:
             for group in groups.values():
                 group.round(T0, record=False)  # warm-up: creates every key
@@ -261,46 +284,77 @@ def main() -> None:
             for group in groups.values():
                 group.close()
 
-    print(
-        f"flush of {args.series:,} series ({args.rounds} rounds; 7 precisions = "
-        f"{7 * args.series:,} HINCRBY a round) on: standalone, one server (1 shard); 64 shards, "
-        "one server with the cluster's key layout; + replica, the same feeding a replica; "
-        "cluster, 3 masters with a replica each"
-    )
     figures: list[Figure] = []
-    for n in counts:
-        print(f"\n{n} writer process{'es' if n > 1 else ''} ({args.series // n:,} series each)")
-        got = {t.name: report(t.name, groups[t.name, n].flushes, args.series) for t in targets}
-        one, spread = got["standalone"], got["cluster"]
-        ratio = spread.wall_p50 / one.wall_p50
-        busiest = max(spread.cpu_per_master)
-        walls = ", ".join(f"{t} {got[t].wall_p50 / one.wall_p50:.2f}x" for t in list(got)[1:])
-        steps = ", ".join(
-            f"{after} {got[after].redis_cpu / got[before].redis_cpu:.2f}x"
-            for before, after in zip(list(got), list(got)[1:], strict=False)
-        )
+    cpu: dict[tuple[str, str, int], float] = {}
+    for layout in layouts:
+        increments = 7 if layout == "book" else 1
         print(
-            f"  wall time (p50) against standalone: {walls}\n"
-            f"  Redis CPU: busiest cluster master {busiest * 1000:.0f} ms = "
-            f"{busiest / one.redis_cpu:.0%} of the single server's {one.redis_cpu * 1000:.0f} ms; "
-            f"the 3 masters together {spread.redis_cpu / one.redis_cpu:.2f}x it "
-            f"(step by step: {steps})"
+            f"\n{layout} layout: flush of {args.series:,} series ({args.rounds} rounds; "
+            f"{increments * args.series:,} HINCRBY a round) on: standalone, one server (1 "
+            "shard); 64 shards, one server with the cluster's key layout; + replica, the same "
+            "feeding a replica; cluster, 3 masters with a replica each"
         )
-        label = f"{n} writer{'s' if n > 1 else ''}"
-        figures += [
-            lower(f"standalone_{n}w", f"standalone flush, {label} (p50)", one.wall_p50, "s"),
-            lower(f"cluster_{n}w", f"cluster flush, {label} (p50)", spread.wall_p50, "s"),
-            lower(f"cluster_p99_{n}w", f"cluster flush, {label} (p99)", spread.wall_p99, "s"),
-            lower(f"cluster_vs_standalone_{n}w", f"cluster / standalone, {label}", ratio, "x"),
-            lower(f"standalone_cpu_{n}w", f"standalone Redis CPU per series, {label}",
-                  one.redis_cpu * 1e6 / args.series, "µs"),
-            lower(f"cluster_cpu_{n}w", f"cluster Redis CPU per series (3 masters), {label}",
-                  spread.redis_cpu * 1e6 / args.series, "µs"),
-            lower(f"busiest_master_{n}w", f"busiest master / single server CPU, {label}",
-                  busiest / one.redis_cpu, "x"),
-        ]  # fmt: skip
+        for n in counts:
+            figures += report_writers(layout, targets[layout], groups, n, args.series, cpu)
+    if "book" in layouts and "blocks" in layouts:
+        print("\nblocks / book, Redis CPU per series-flush:")
+        for n in counts:
+            ratios = ", ".join(
+                f"{t.name} {cpu['blocks', t.name, n] / cpu['book', t.name, n]:.2f}x"
+                for t in targets["book"]
+            )
+            print(f"  {n} writer{'s' if n > 1 else ''}: {ratios}")
+            figures.append(
+                lower(f"blocks_vs_book_cpu_{n}w", f"blocks / book Redis CPU per series-flush, "
+                      f"standalone, {n} writer{'s' if n > 1 else ''}",
+                      cpu["blocks", "standalone", n] / cpu["book", "standalone", n], "x")
+            )  # fmt: skip
     if args.json:
         emit("cluster", figures)
+
+
+def report_writers(
+    layout: str,
+    targets: list[Target],
+    groups: dict[tuple[str, str, int], Writers],
+    n: int,
+    series: int,
+    cpu: dict[tuple[str, str, int], float],
+) -> list[Figure]:
+    """The lines and figures of one layout and writer count (the book's keys unprefixed)."""
+    print(f"\n{n} writer process{'es' if n > 1 else ''} ({series // n:,} series each)")
+    got = {t.name: report(t.name, groups[layout, t.name, n].flushes, series) for t in targets}
+    for name, summary in got.items():
+        cpu[layout, name, n] = summary.redis_cpu
+    one, spread = got["standalone"], got["cluster"]
+    ratio = spread.wall_p50 / one.wall_p50
+    busiest = max(spread.cpu_per_master)
+    walls = ", ".join(f"{t} {got[t].wall_p50 / one.wall_p50:.2f}x" for t in list(got)[1:])
+    steps = ", ".join(
+        f"{after} {got[after].redis_cpu / got[before].redis_cpu:.2f}x"
+        for before, after in zip(list(got), list(got)[1:], strict=False)
+    )
+    print(
+        f"  wall time (p50) against standalone: {walls}\n"
+        f"  Redis CPU: busiest cluster master {busiest * 1000:.0f} ms = "
+        f"{busiest / one.redis_cpu:.0%} of the single server's {one.redis_cpu * 1000:.0f} ms; "
+        f"the 3 masters together {spread.redis_cpu / one.redis_cpu:.2f}x it "
+        f"(step by step: {steps})"
+    )
+    label = f"{n} writer{'s' if n > 1 else ''}" + ("" if layout == "book" else f", {layout}")
+    key = "" if layout == "book" else f"{layout}_"
+    return [
+        lower(f"{key}standalone_{n}w", f"standalone flush, {label} (p50)", one.wall_p50, "s"),
+        lower(f"{key}cluster_{n}w", f"cluster flush, {label} (p50)", spread.wall_p50, "s"),
+        lower(f"{key}cluster_p99_{n}w", f"cluster flush, {label} (p99)", spread.wall_p99, "s"),
+        lower(f"{key}cluster_vs_standalone_{n}w", f"cluster / standalone, {label}", ratio, "x"),
+        lower(f"{key}standalone_cpu_{n}w", f"standalone Redis CPU per series, {label}",
+              one.redis_cpu * 1e6 / series, "µs"),
+        lower(f"{key}cluster_cpu_{n}w", f"cluster Redis CPU per series (3 masters), {label}",
+              spread.redis_cpu * 1e6 / series, "µs"),
+        lower(f"{key}busiest_master_{n}w", f"busiest master / single server CPU, {label}",
+              busiest / one.redis_cpu, "x"),
+    ]  # fmt: skip
 
 
 def lower(key: str, label: str, value: float, unit: str) -> Figure:

@@ -127,13 +127,13 @@ class Sizes:
     seconds: dict[str, float] = field(default_factory=dict)
 
 
-def write_slicecount(url: str, traffic: Traffic, sizes: Sizes) -> None:
+def write_slicecount(url: str, traffic: Traffic, sizes: Sizes, layout: str) -> None:
     """A simulated minute at a time, then a cleaner pass at the minute's end, as a flushing
     writer and the sidecar cleaner leave Redis; then the bytes it holds."""
     client = redis.Redis.from_url(url)
     empty = int(client.info("memory")["used_memory"])
     simulated = [float(traffic.start)]
-    with Store.from_url(url) as store:
+    with Store.from_url(url, layout=layout) as store:
         cleaner = Cleaner(store, clock=lambda: simulated[0])
         for minute_end, counts in traffic.minutes():
             refused = store.apply(counts)
@@ -151,6 +151,8 @@ def write_slicecount(url: str, traffic: Traffic, sizes: Sizes) -> None:
         sizes.keys += 1
         sizes.redis_keys += int(client.memory_usage(key, samples=0) or 0)
         if key.startswith(b"count:"):
+            sizes.fields += int(client.hlen(key))
+        elif key.startswith(b"open:"):
             sizes.fields += int(client.hlen(key))
     client.close()
 
@@ -196,13 +198,16 @@ def start_prometheus(binary: str, data: Path, logs: Path, stack: contextlib.Exit
     return url
 
 
-def start_datasource(redis_url: str, now: int, logs: Path, stack: contextlib.ExitStack) -> str:
+def start_datasource(
+    redis_url: str, now: int, logs: Path, stack: contextlib.ExitStack, layout: str
+) -> str:
     """slicecount's datasource under uvicorn on a socket bound here; returns its URL."""
     sock = listen()
     port = sock.getsockname()[1]
     tree = str(Path(slicecount.__file__).resolve().parent.parent)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([tree, str(HERE)]),
-           "SLICECOUNT_REDIS_URL": redis_url, NOW_VARIABLE: str(now)}  # fmt: skip
+           "SLICECOUNT_REDIS_URL": redis_url, "SLICECOUNT_LAYOUT": layout,
+           NOW_VARIABLE: str(now)}  # fmt: skip
     child = Child("datasource", [
         sys.executable, "-m", "uvicorn", "--factory", f"{Path(__file__).stem}:datasource_app",
         "--fd", str(sock.fileno()), "--log-level", "warning",
@@ -346,7 +351,9 @@ def timed(sizes: Sizes, what: str, job: Callable[[], Any]) -> Any:
     return result
 
 
-def run_size(routes: int, history: int, repeats: int, binaries: tuple[str, str]) -> Run:
+def run_size(
+    routes: int, history: int, repeats: int, binaries: tuple[str, str], layout: str
+) -> Run:
     prometheus, promtool = binaries
     now = int(time.time()) // 60 * 60
     sizes = Sizes()
@@ -354,12 +361,14 @@ def run_size(routes: int, history: int, repeats: int, binaries: tuple[str, str])
     with contextlib.ExitStack() as stack:
         folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-vs-prom-")))
         server = stack.enter_context(EmbeddedRedis())
-        timed(sizes, "slicecount write", lambda: write_slicecount(server.url, traffic, sizes))
+        timed(
+            sizes, "slicecount write", lambda: write_slicecount(server.url, traffic, sizes, layout)
+        )
         data = timed(sizes, "promtool backfill",
                      lambda: backfill_prometheus(promtool, traffic, folder, sizes))  # fmt: skip
         urls = {
             "prometheus": start_prometheus(prometheus, data, folder, stack),
-            "slicecount": start_datasource(server.url, now, folder, stack),
+            "slicecount": start_datasource(server.url, now, folder, stack, layout),
         }
         clients = {name: Client(url) for name, url in urls.items()}
         for client in clients.values():
@@ -465,6 +474,8 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, help="timed refreshes of each kind (default 20)")
     parser.add_argument("--history", type=int, help=f"seconds of traffic (default {HISTORY})")
     parser.add_argument("--quick", action="store_true", help="10 routes, 1 h, 3 repeats")
+    parser.add_argument("--layout", choices=("book", "blocks"), default="book",
+                        help="slicecount's Redis layout (default book)")  # fmt: skip
     parser.add_argument("--prometheus", default=shutil.which("prometheus") or "/usr/bin/prometheus")
     parser.add_argument("--promtool", default=shutil.which("promtool") or "/usr/bin/promtool")
     json_flag(parser)
@@ -477,11 +488,13 @@ def main() -> None:
             raise SystemExit(f"no executable {binary} (apt-get install prometheus)")
     version = subprocess.run([args.prometheus, "--version"], capture_output=True, text=True)
     print((version.stdout + version.stderr).strip().partition("\n")[0])
+    print(f"slicecount's layout: {args.layout}")
     print(f"dashboard {DASHBOARD.name}; {repeats} timed refreshes of each kind per server, "
           "alternating; 6 requests at a time")  # fmt: skip
     figures: list[Figure] = []
     for size in routes:
-        report(run_size(size, history, repeats, (args.prometheus, args.promtool)), figures)
+        run = run_size(size, history, repeats, (args.prometheus, args.promtool), args.layout)
+        report(run, figures)
     if args.json:
         emit("vs_prometheus", figures)
 

@@ -23,9 +23,11 @@ pytestmark = [
 ]
 
 
-def test_quick_run_measures_both_servers() -> None:
+@pytest.mark.parametrize("layout", ["book", "blocks"])
+def test_quick_run_measures_both_servers(layout: str) -> None:
     done = subprocess.run(
-        [sys.executable, str(BENCH), "--quick", "--routes", "5", "--repeats", "2", "--json"],
+        [sys.executable, str(BENCH), "--quick", "--routes", "5", "--repeats", "2", "--json",
+         "--layout", layout],
         capture_output=True, text=True, timeout=120, check=False,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]

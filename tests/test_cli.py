@@ -10,6 +10,7 @@ import httpx2 as httpx
 from click.testing import CliRunner
 
 from slicecount.cli import main
+from slicecount.config import Settings
 from slicecount.embedded import EmbeddedRedis, free_port
 from slicecount.store import Store
 
@@ -78,6 +79,18 @@ def test_datasource_command_serves_http(redis_server: EmbeddedRedis, store: Stor
         process.wait(timeout=20)
         assert process.stdout is not None
         process.stdout.close()
+
+
+def test_show_reads_the_blocks_layout_with_layout_blocks(redis_server: EmbeddedRedis) -> None:
+    now = int(time.time())
+    with Store(Settings(redis_url=redis_server.url, layout="blocks")) as blocks:
+        blocks.apply({'http.requests{route="/a"}': {now - 60: 7, now: 1}})
+    args = ["show", "http.requests", "--redis-url", redis_server.url, "--json", "--since", "5m"]
+    raw = CliRunner().invoke(main, [*args, "--layout", "blocks", "--precision", "5"])
+    assert raw.exit_code == 0, raw.output
+    assert [s["total"] for s in json.loads(raw.output)["series"]] == [8]
+    book = CliRunner().invoke(main, [*args, "--precision", "5"])  # the book's keys: none
+    assert book.exit_code == 0 and json.loads(book.output)["series"] == []
 
 
 def test_show_prints_known_counts(store: Store, redis_server: EmbeddedRedis) -> None:

@@ -52,6 +52,12 @@ def test_a_bad_option_is_still_a_usage_error() -> None:
     assert "invalid duration 'soon'" in result.output
 
 
+def test_a_bad_layout_is_a_usage_error_naming_it() -> None:
+    result = CliRunner().invoke(main, ["show", "x", "--layout", "flat"])
+    assert result.exit_code == 2
+    assert "layout must be one of book, blocks, got 'flat'" in result.output
+
+
 def test_version_comes_from_the_package_metadata() -> None:
     result = CliRunner().invoke(main, ["--version"])
     assert result.exit_code == 0

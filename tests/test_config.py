@@ -4,7 +4,7 @@ from dataclasses import fields
 
 import pytest
 
-from slicecount.config import DEFAULT_PRECISIONS, Settings, environment
+from slicecount.config import BLOCKS_PRECISIONS, DEFAULT_PRECISIONS, Settings, environment
 from slicecount.datasource.limits import Limits
 from slicecount.errors import ConfigurationError
 
@@ -65,6 +65,8 @@ def test_retention_default_can_be_changed_beside_overrides() -> None:
             "shards must be > 1 on a Redis Cluster",
         ),
         ({"max_pending": "lots"}, "'lots'"),
+        ({"layout": "blcoks"}, "layout must be one of book, blocks, got 'blcoks'"),
+        ({"layout": "blocks", "precisions": "2,5"}, "a multiple of the finest"),
     ],
 )
 def test_bad_values_raise_value_errors_naming_them(
@@ -93,6 +95,25 @@ def test_with_changes_revalidates_and_keeps_retention() -> None:
     assert changed.retention_for(60) == 120
     with pytest.raises(ConfigurationError):
         settings.with_changes(shards="many")
+
+
+def test_the_blocks_layout_brings_its_ladder_unless_one_is_given() -> None:
+    assert Settings().layout == "book"
+    blocks = Settings.from_env({"SLICECOUNT_LAYOUT": "blocks"})
+    assert blocks.layout == "blocks"
+    assert blocks.precisions == BLOCKS_PRECISIONS == (1, 5, 60, 3600, 86400)
+    assert [blocks.retention_for(p) for p in blocks.precisions] == [600, 34560, 44640, 9600, 1830]
+    assert blocks.unique_precisions == (60, 3600, 86400)
+    partly = Settings(layout="blocks", retention="5=100")  # the ladder's, one changed
+    assert [partly.retention_for(p) for p in partly.precisions] == [600, 100, 44640, 9600, 1830]
+    given = Settings(layout="blocks", precisions=(1, 60))  # a ladder of one's own: 120 each
+    assert given.precisions == (1, 60) and given.retention == 120
+    # a change of layout changes a ladder left to it, and only such a one
+    assert Settings().with_changes(layout="blocks").precisions == BLOCKS_PRECISIONS
+    back = blocks.with_changes(layout="book")
+    assert back.precisions == DEFAULT_PRECISIONS and back.retention == 120
+    assert back.unique_precisions == (60, 300, 3600, 18000, 86400)
+    assert given.with_changes(layout="book").precisions == (1, 60)
 
 
 def test_shards_default_to_one_and_to_many_on_a_cluster() -> None:

@@ -109,11 +109,12 @@ def test_a_paused_redis_never_doubles_a_count_from_forked_processes(
         assert all(per == expected for per in totals(store, "forked", "writer").values())
 
 
+@pytest.mark.parametrize("layout", ["book", "blocks"])
 def test_a_reply_lost_after_redis_applied_the_write_is_resolved_once(
-    private_redis: EmbeddedRedis,
+    private_redis: EmbeddedRedis, layout: str
 ) -> None:
     with CuttingProxy(private_redis.port) as proxy:
-        store = Store(Settings(redis_url=proxy.url, socket_timeout=1.0))
+        store = Store(Settings(redis_url=proxy.url, socket_timeout=1.0, layout=layout))
         recorder = Recorder(store, flush_interval=3600)
         recorder.add("warm")  # the server learns the script: the cut reply is the write's
         assert recorder.flush()

@@ -9,7 +9,7 @@ from redis.crc import key_slot
 
 from slicecount.config import Settings
 from slicecount.errors import StoreError
-from slicecount.operations import annotating, reading, trimming, writing
+from slicecount.operations import annotating, compacting, reading, trimming, writing
 from slicecount.operations.batches import Batch, Context, Operation, ScriptCall
 
 T0 = 1_700_000_000
@@ -201,7 +201,8 @@ def test_forget_writers_lists_then_declares_each_writers_key() -> None:
     assert plain(sent[0]) == [("ZRANGEBYSCORE", "writers:", "-inf", f"({T0}", "LIMIT", 0, 1000)]
     (call,) = sent[1].commands
     assert isinstance(call, ScriptCall)
-    assert (call.keys, call.args) == (("writers:", "writer:w1", "writer:w2"), (T0, "w1", "w2"))
+    keys = ("writers:", "marks:", "writer:w1", "writer:w2")
+    assert (call.keys, call.args) == (keys, (T0, "w1", "w2"))
     assert forgotten == 1
 
 
@@ -219,7 +220,7 @@ def test_every_key_of_a_cleaner_script_call_is_in_its_shards_slot() -> None:
         assert {key_slot(key.encode()) for key in call.keys} == {key_slot(f"{{{shard}}}".encode())}
         sent, _ = drive(trimming.forget_writers(sharded, T0, shard), [["w1", "w2"]], [2])
         (call,) = sent[1].commands
-        assert isinstance(call, ScriptCall) and len(call.keys) == 3
+        assert isinstance(call, ScriptCall) and len(call.keys) == 4
         assert len({key_slot(key.encode()) for key in call.keys}) == 1
 
 
@@ -230,3 +231,52 @@ def test_annotations_round_trip_through_json() -> None:
     _, found = drive(annotating.find(CTX, T0, T0 + 1, ["deploy"]), [[member, "not json"]])
     assert found == [note]
     assert drive(annotating.find(CTX, T0, T0 + 1, ["other"]), [[member]])[1] == []
+
+
+def test_a_compaction_reads_one_snapshot_and_its_script_call_stays_in_the_shards_slot() -> None:
+    sharded = Context.of(Settings(precisions=(1, 60), shards=64), clock=lambda: T0)
+    shard = 17
+    a, b = [f"s{i}" for i in range(500) if sharded.keys.shard(f"s{i}") == shard][:2]
+    members = [f"0:{a}", f"0:{b}", "0:elsewhere"]  # the last one's series is in shard 10
+    op = compacting.compact(sharded, shard, members, T0 - 10, T0)
+    snapshot = next(op)
+    assert snapshot.transaction and snapshot.raw
+    assert [c[0] for c in plain(snapshot)] == ["HGETALL", "GETRANGE"] * 2
+    # a: two sealed seconds and one still open; b: nothing at all (its member goes)
+    call_batch = op.send([[b"%d" % (T0 - 20), b"3", b"%d" % (T0 - 19), b"1", b"%d" % T0, b"2"],
+                          b"", [], b""])  # fmt: skip
+    (call,) = call_batch.commands
+    assert isinstance(call, ScriptCall) and call.name == "compact"
+    assert call.keys == (f"known:{{{shard}}}", f"open:{{{shard}}}:{a}", f"block:{{{shard}}}:{a}",
+                         f"open:{{{shard}}}:{b}", f"block:{{{shard}}}:{b}")  # fmt: skip
+    assert {key_slot(key.encode()) for key in call.keys} == {key_slot(f"{{{shard}}}".encode())}
+    a_fields = call.args[call.args.index(b"%d" % (T0 - 20)) :][:4]
+    assert a_fields == (b"%d" % (T0 - 20), b"3", b"%d" % (T0 - 19), b"1")
+    assert call.args[-4:] == (f"0:{b}", 0, 0, 0)  # no block, no pieces, no fields
+    try:
+        op.send([[[1, 1], 1, 250, 40]])
+    except StopIteration as stop:
+        done = stop.value
+    assert (done.compacted, done.moved, done.removed, done.written) == (2, 2, 1, 250)
+    assert done.bad == [f"known:{{{shard}}} member '0:elsewhere'"]
+
+
+def test_a_compaction_splits_its_series_into_calls_within_the_budget() -> None:
+    members = ["0:a", "0:b", "0:c"]
+    op = compacting.compact(CTX, 0, members, T0 - 10, T0, budget=compacting.SERIES_UNITS + 2)
+    snapshot = next(op)
+    two_fields = [b"%d" % (T0 - 20), b"1", b"%d" % (T0 - 19), b"1"]
+    batch = op.send([two_fields, b"", two_fields, b"", two_fields, b""])
+    calls = []
+    try:
+        while True:  # one series a call: each costs SERIES_UNITS + 2 fields (+ its bytes)
+            (call,) = batch.commands
+            assert isinstance(call, ScriptCall)
+            calls.append(call.keys)
+            batch = op.send([[[1], 0, 100, 500]])
+    except StopIteration as stop:
+        done = stop.value
+    assert snapshot.transaction
+    assert calls == [("known:", f"open:{s}", f"block:{s}") for s in "abc"]
+    assert (done.calls, done.compacted, done.moved, done.written) == (3, 3, 6, 300)
+    assert done.holds == [(compacting.SERIES_UNITS + 2, 0.0005)] * 3 and done.held == 0.0005

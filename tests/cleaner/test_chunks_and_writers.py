@@ -7,7 +7,7 @@ from typing import TypeVar
 
 import redis
 
-from slicecount.cleaner.daemon import FIRST_CHUNK, TARGET_CALL_SECONDS, ChunkSizer
+from slicecount.cleaner.sizing import FIRST_CHUNK, TARGET_CALL_SECONDS, ChunkSizer
 from slicecount.operations.batches import Batch, Operation
 from slicecount.operations.trimming import forget_writers
 from slicecount.store import Store

@@ -8,9 +8,11 @@ from slicecount.cleaner.plan import (
     pass_start,
     plan_pass,
     plan_trim,
+    sealed_point,
     sweep_due,
 )
 from slicecount.config import Settings
+from slicecount.operations.compacting import SEAL_GRACE, WRITER_LIVE
 
 SETTINGS = Settings()
 
@@ -85,3 +87,21 @@ def test_a_pass_trims_the_scheduled_precisions_and_those_with_a_sweep_due() -> N
         Due(1, True, True), Due(5, True, False), Due(60, True, False), Due(86400, False, True),
     ]  # fmt: skip
     assert [d.sweep for d in plan_pass(SETTINGS, index, 60, True, {}, 3600)] == [True] * 7
+
+
+def test_the_sealed_point_waits_for_the_oldest_mark_of_a_live_writer() -> None:
+    now = 1_700_000_007.5
+    # nobody writes with a writer id: the grace alone, floored to the finest slice
+    assert sealed_point(now, 1, {}, {}) == 1_700_000_007 - SEAL_GRACE
+    assert sealed_point(now, 5, {}, {}) == 1_699_999_995
+    live = {"a": now - 1, "b": now - WRITER_LIVE, "quiet": now - WRITER_LIVE - 1}
+    # a live writer's mark holds sealing back (its outbox still holds second 1_699_999_900)
+    marks = {"a": 1_699_999_990.0, "b": 1_699_999_900.0}
+    assert sealed_point(now, 1, marks, live) == 1_699_999_900
+    assert sealed_point(now, 60, marks, live) == 1_699_999_860
+    # a writer quiet past WRITER_LIVE holds nothing back, nor a mark with no writer
+    assert sealed_point(now, 1, {"quiet": 1_600_000_000, "gone": 1_500_000_000}, live) == (
+        1_699_999_997
+    )
+    # a mark ahead of the grace changes nothing
+    assert sealed_point(now, 1, {"a": now + 100}, live) == 1_699_999_997

@@ -8,11 +8,11 @@ import socket
 import threading
 import time
 import warnings
-from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Concatenate, ParamSpec, TypeVar
 
+from slicecount.cleaner.compaction import Compaction, Compactor, uses_blocks
 from slicecount.cleaner.plan import (
     Due,
     Trim,
@@ -23,6 +23,7 @@ from slicecount.cleaner.plan import (
     plan_trim,
     sweep_every,
 )
+from slicecount.cleaner.sizing import ChunkSizer
 from slicecount.errors import StoreError
 from slicecount.operations import trimming
 from slicecount.operations.batches import Context, Operation
@@ -36,30 +37,6 @@ T = TypeVar("T")
 
 DEFAULT_INTERVAL = 60.0
 """Seconds between passes (the book's value)."""
-TARGET_CALL_SECONDS = 0.002
-"""Aim of the adaptive chunk size: one trim call should hold Redis about this long (its server
-time, which the script measures: the round trip blocks no one else)."""
-MIN_CHUNK, MAX_CHUNK, FIRST_CHUNK = 4, 5000, 8
-RECENT_CALLS = 8
-"""Chunks are sized by the slowest per-hash cost of this many recent calls."""
-
-
-class ChunkSizer:
-    """How many hashes the next trim call of one (precision, mode) takes: so that the slowest
-    of the recent calls, at its cost per hash, would have held Redis TARGET_CALL_SECONDS.
-    Sizing by the slowest, not the last, keeps a lucky fast call from doubling the next one
-    into a stall; growth is at most 2x per call (start small, learn the rate)."""
-
-    def __init__(self) -> None:
-        self.size = FIRST_CHUNK
-        self.costs: deque[float] = deque(maxlen=RECENT_CALLS)  # seconds per hash
-
-    def observe(self, hashes: int, held: float) -> None:
-        if hashes < self.size // 2:
-            return  # a walk's first call (a read) or its short tail: says little of the rate
-        self.costs.append(held / hashes)
-        wanted = TARGET_CALL_SECONDS / max(max(self.costs), 1e-7)
-        self.size = int(min(MAX_CHUNK, 2 * self.size, max(MIN_CHUNK, wanted)))
 
 
 @dataclass
@@ -83,9 +60,17 @@ class PassStats:
     writers: int = 0
     seconds: float = 0.0
     interrupted: bool = False
+    compaction: Compaction | None = None  # blocks layout: what compacting every shard did
 
     def series(self) -> dict[str, int]:
+        done = self.compaction or Compaction()
         return {
+            "slicecount.cleaner.series_compacted": done.compacted,
+            "slicecount.cleaner.fields_moved": done.moved,
+            "slicecount.cleaner.fields_expired": done.expired,
+            "slicecount.cleaner.bytes_written": done.written,
+            "slicecount.cleaner.splice_conflicts": done.conflicts,
+            "slicecount.cleaner.series_removed": done.removed,
             "slicecount.cleaner.passes": 1,
             "slicecount.cleaner.hashes_scanned": self.hashes,
             "slicecount.cleaner.fields_deleted": self.deleted,
@@ -137,6 +122,7 @@ class Cleaner:
         # per (precision, mode): a 1 s hash costs far more to trim than a 1 day one
         self.chunks: dict[tuple[int, str], ChunkSizer] = {}
         self.stopping = threading.Event()
+        self.compactor = Compactor(store, self.stopping)
 
     def _run(
         self, op: Callable[Concatenate[Context, P], Operation[T]], *args: P.args, **kw: P.kwargs
@@ -158,32 +144,12 @@ class Cleaner:
             logger.info("pass %d is another cleaner's; standing by", index)
             return None
         stats = PassStats(index, now)
-        previous, swept = self._run(trimming.cleaner_records)
-        settings = self.store.settings
         ahead_of = self.writers_clock()
-        planned = plan_pass(
-            settings, index, self.interval, every_precision, swept, self.sweep_period
-        )
-        for due in planned:
-            sweep = due.sweep and self._claim(due, swept.get(due.precision), lease_ms)
-            if not (sweep or due.scheduled):
-                continue  # another cleaner sweeps it, and the schedule leaves it alone
-            trim = plan_trim(
-                settings, due.precision, now, previous.get(due.precision), sweep,
-                max(now, ahead_of),
-            )  # fmt: skip
-            if trim is None:
-                continue
-            stats.precisions.append(due.precision)
-            self._trim(trim, stats, swept.get(due.precision))
-            if stats.interrupted:
-                break
-            self._run(trimming.save_cleaner_cutoff, due.precision, trim.cutoff)
-            if sweep:  # only a complete sweep is recorded
-                self._run(
-                    trimming.save_cleaner_sweep, due.precision, pass_start(index, self.interval)
-                )
-                stats.swept.append(due.precision)
+        if uses_blocks(self.store):
+            self._compact(stats, now, ahead_of)
+        else:
+            self._trims(stats, every_precision, lease_ms, max(now, ahead_of))
+        settings = self.store.settings
         if not stats.interrupted:
             stats.annotations = self._run(
                 trimming.trim_annotations, annotation_cutoff(settings, now)
@@ -208,6 +174,53 @@ class Cleaner:
             stats.longest_hold_ms, stats.seconds,
         )  # fmt: skip
         return stats
+
+    def _trims(self, stats: PassStats, every_precision: bool, lease_ms: int, ahead: float) -> None:
+        """The book's layout: trim the precisions due, sweep those whose sweep is due."""
+        index, now, settings = stats.index, stats.now, self.store.settings
+        previous, swept = self._run(trimming.cleaner_records)
+        planned = plan_pass(
+            settings, index, self.interval, every_precision, swept, self.sweep_period
+        )
+        for due in planned:
+            sweep = due.sweep and self._claim(due, swept.get(due.precision), lease_ms)
+            if not (sweep or due.scheduled):
+                continue  # another cleaner sweeps it, and the schedule leaves it alone
+            trim = plan_trim(
+                settings, due.precision, now, previous.get(due.precision), sweep, ahead
+            )
+            if trim is None:
+                continue
+            stats.precisions.append(due.precision)
+            self._trim(trim, stats, swept.get(due.precision))
+            if stats.interrupted:
+                break
+            self._run(trimming.save_cleaner_cutoff, due.precision, trim.cutoff)
+            if sweep:  # only a complete sweep is recorded
+                self._run(
+                    trimming.save_cleaner_sweep, due.precision, pass_start(index, self.interval)
+                )
+                stats.swept.append(due.precision)
+
+    def _compact(self, stats: PassStats, now: float, writers_now: float) -> None:
+        """The blocks layout: compact every shard (sealed by the writers' clock)."""
+        done = self.compactor.run(now, writers_now)
+        if done is None:
+            stats.interrupted = True
+            return
+        stats.compaction = done
+        stats.precisions = list(self.store.settings.precisions)
+        stats.hashes, stats.removed, stats.calls = done.series, done.removed, done.calls
+        stats.bad += len(done.bad)
+        stats.slowest_call_ms = max(stats.slowest_call_ms, done.slowest_call_ms)
+        stats.longest_hold_ms = max(stats.longest_hold_ms, done.longest_hold_ms)
+        if done.bad:
+            logger.warning("skipped bad data: %s", "; ".join(done.bad[:10]))
+        logger.info(
+            "compacted %d of %d series: %d fields moved, %d expired, %d bytes written, "
+            "%d splices skipped on a conflict", done.compacted, done.series, done.moved,
+            done.expired, done.written, done.conflicts,
+        )  # fmt: skip
 
     def _claim(self, due: Due, last: int | None, lease_ms: int) -> bool:
         """Whether this cleaner sweeps ``due.precision`` now: the claim outlives the sweep

@@ -16,6 +16,7 @@ from typing import NamedTuple
 
 from slicecount.config import Settings
 from slicecount.core.slices import oldest_kept, slice_start
+from slicecount.operations.compacting import SEAL_GRACE, WRITER_LIVE
 from slicecount.operations.trimming import MAX_NAMED, Trim
 
 __all__ = [
@@ -27,6 +28,7 @@ __all__ = [
     "pass_start",
     "plan_pass",
     "plan_trim",
+    "sealed_point",
     "sweep_due",
     "sweep_every",
 ]
@@ -133,3 +135,20 @@ def plan_trim(
 def annotation_cutoff(settings: Settings, now: float) -> float:
     """Annotations older than the longest retention window are of no panel's use."""
     return now - max(settings.retention_for(p) * p for p in settings.precisions)
+
+
+def sealed_point(
+    now: float, finest: int, marks: Mapping[str, float], last_writes: Mapping[str, float]
+) -> int:
+    """Blocks layout: the second before which a shard's open slices are sealed, floored to the
+    finest precision: ``SEAL_GRACE`` before ``now``, or the oldest mark (``marks``: writer ->
+    the oldest second it may still send) of a writer that wrote in the last ``WRITER_LIVE``
+    seconds (``last_writes``: writer -> time of its last write). A writer quiet longer holds
+    nothing back: should it come back, its late writes land in the open hash, where readers
+    count them, and the next pass moves them."""
+    bound = now - SEAL_GRACE
+    for writer, mark in marks.items():
+        last = last_writes.get(writer)
+        if last is not None and last >= now - WRITER_LIVE:
+            bound = min(bound, mark)
+    return slice_start(bound, finest)

@@ -19,7 +19,7 @@ except ModuleNotFoundError as exc:
     raise MissingExtra("cli", exc, "the slicecount command") from exc
 
 
-SETTINGS_OPTIONS = ("redis_url", "prefix", "precisions", "retention", "shards")
+SETTINGS_OPTIONS = ("redis_url", "prefix", "layout", "precisions", "retention", "shards")
 """Settings given as options; each defaults to its SLICECOUNT_* variable, e.g. --redis-url to
 SLICECOUNT_REDIS_URL."""
 
@@ -31,6 +31,7 @@ def settings_options(command: Callable[..., Any]) -> Callable[..., Any]:
             "--redis-url", help="redis://, rediss:// or unix:// URL [SLICECOUNT_REDIS_URL]"
         ),
         click.option("--prefix", help="key prefix [SLICECOUNT_PREFIX]"),
+        click.option("--layout", help="how counts are kept: book or blocks [SLICECOUNT_LAYOUT]"),
         click.option(
             "--precisions", help="slice lengths in seconds, e.g. 1,5,60 [SLICECOUNT_PRECISIONS]"
         ),

@@ -27,6 +27,18 @@ DEFAULT_PRECISIONS = (1, 5, 60, 300, 3600, 18000, 86400)
 """Slice lengths in seconds: the book's ladder, 1 s to 1 day."""
 DEFAULT_RETENTION = 120
 """Slices kept per precision; below 128 every hash stays in Redis's compact listpack encoding."""
+LAYOUTS = ("book", "blocks")
+"""How counts are kept: the book's hash per series and precision, or compact blocks."""
+DEFAULT_LAYOUT = "book"
+"""The book's layout: one hash per series and precision, one field per slice."""
+BLOCKS_PRECISIONS = (1, 5, 60, 3600, 86400)
+"""The blocks layout's ladder: every Grafana step from 5 minutes to 30 days divides into whole
+slices of one of them."""
+BLOCKS_RETENTION: Mapping[int, int] = MappingProxyType(
+    {1: 600, 5: 34_560, 60: 44_640, 3600: 9_600, 86400: 1_830}
+)
+"""Slices the blocks layout's ladder keeps: 1 s for 10 minutes, 5 s for 2 days, 60 s for 31
+days, 1 h for 400 days, 1 day for 5 years."""
 DEFAULT_FLUSH_INTERVAL = 1.0
 """Seconds between two flushes of a Recorder's buffer."""
 DEFAULT_MAX_PENDING = 100_000
@@ -105,10 +117,13 @@ def parse_precisions(value: object) -> tuple[int, ...]:
     return tuple(sorted(precisions))
 
 
-def parse_retention(value: object, precisions: tuple[int, ...]) -> Mapping[int, int]:
-    """``120``, ``"120"``, ``"1=300,60=1440"`` or a mapping -> slices kept for every precision."""
+def parse_retention(
+    value: object, precisions: tuple[int, ...], base: Mapping[int, int] | int = DEFAULT_RETENTION
+) -> Mapping[int, int]:
+    """``120``, ``"120"``, ``"1=300,60=1440"`` or a mapping -> slices kept for every precision
+    (those not given keep ``base``'s, or the default given in ``value``: ``"200,60=10"``)."""
     per_precision: dict[int, int] = {}
-    default = DEFAULT_RETENTION
+    default: Mapping[int, int] | int = base
     if isinstance(value, Mapping):
         items = [
             (_int("precision", k), _int(f"retention for precision {k}", v))
@@ -131,7 +146,10 @@ def parse_retention(value: object, precisions: tuple[int, ...]) -> Mapping[int, 
                 f"retention given for precision {given}, which is not one of {precisions}"
             )
         per_precision[given] = count
-    return MappingProxyType({p: per_precision.get(p, default) for p in precisions})
+    if isinstance(default, int):
+        return MappingProxyType({p: per_precision.get(p, default) for p in precisions})
+    fallback = {p: per_precision.get(p, default.get(p, DEFAULT_RETENTION)) for p in precisions}
+    return MappingProxyType(fallback)
 
 
 def _unique_precisions(value: object, precisions: tuple[int, ...]) -> tuple[int, ...]:
@@ -164,10 +182,18 @@ class Settings:
     ``redis+cluster://``, and ``rediss+`` of the last two; a password in the URL."""
     prefix: str = ""
     """Put before every key (``P`` in the key layout), so that several apps share a Redis."""
-    precisions: tuple[int, ...] = DEFAULT_PRECISIONS
-    retention: Mapping[int, int] | int | str = DEFAULT_RETENTION
+    layout: str = DEFAULT_LAYOUT
+    """How counts are kept in Redis: ``book`` (a hash per series and precision, one field per
+    slice: the book's keys) or ``blocks`` (per series, a hash of the slices still open and one
+    string of compact blocks of the sealed ones, every precision; the cleaner seals them)."""
+    precisions: tuple[int, ...] = ()
+    """Slice lengths in seconds; empty: the layout's ladder, the book's
+    ``1,5,60,300,3600,18000,86400`` (1 s to 1 day), or with blocks ``1,5,60,3600,86400``."""
+    retention: Mapping[int, int] | int | str | None = None
     """Slices kept per precision: ``120``, or some precisions apart, ``1=300,60=1440`` (the
-    others keep 120); below 128 a hash stays in Redis's compact listpack encoding."""
+    others keep 120); none: 120 (below 128 a hash stays in Redis's compact listpack
+    encoding), or with blocks and their ladder ``1=600,5=34560,60=44640,3600=9600,86400=1830``
+    (10 minutes, 2 days, 31 days, 400 days, 5 years)."""
     flush_interval: float = DEFAULT_FLUSH_INTERVAL
     close_timeout: float = DEFAULT_CLOSE_TIMEOUT
     """Seconds ``Recorder.close()`` (and the exit of the process) keeps trying to write what
@@ -196,15 +222,38 @@ class Settings:
     """Seconds between two cleaner sweeps of a precision (slices longer than this: one slice);
     the time of the last complete sweep is kept in Redis, so cron and restarts honour it."""
     _retention: Mapping[int, int] = field(init=False, repr=False, compare=False)
+    _defaulted: frozenset[str] = field(init=False, repr=False, compare=False)
+    """Which of precisions, retention and unique precisions were left to their defaults
+    (``with_changes`` keeps them so: a change of layout changes the ladder)."""
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
         set_(self, "redis_url", validate_url(self.redis_url))
         if not isinstance(self.prefix, str):
             raise ConfigurationError(f"prefix must be a string, got {self.prefix!r}")
+        if self.layout not in LAYOUTS:
+            raise ConfigurationError(
+                f"layout must be one of {', '.join(LAYOUTS)}, got {self.layout!r}"
+            )
+        defaulted = {"precisions"} if self.precisions is None or self.precisions == () else set()
+        ladder = self.layout == "blocks" and bool(defaulted)
+        if defaulted:
+            set_(self, "precisions", BLOCKS_PRECISIONS if ladder else DEFAULT_PRECISIONS)
+        base: Mapping[int, int] | int = BLOCKS_RETENTION if ladder else DEFAULT_RETENTION
+        if self.retention is None:
+            defaulted.add("retention")
+            set_(self, "retention", base)
+        if self.unique_precisions in (None, "", ()):
+            defaulted.add("unique_precisions")
+        set_(self, "_defaulted", frozenset(defaulted))
         precisions = parse_precisions(self.precisions)
         set_(self, "precisions", precisions)
-        retention = parse_retention(self.retention, precisions)
+        if self.layout == "blocks" and any(p % precisions[0] for p in precisions):
+            raise ConfigurationError(
+                f"with the blocks layout every precision must be a multiple of the finest "
+                f"(open slices of {precisions[0]} s add up into them), got {precisions}"
+            )
+        retention = parse_retention(self.retention, precisions, base)
         set_(self, "_retention", retention)
         values = set(retention.values())
         set_(self, "retention", values.pop() if len(values) == 1 else retention)
@@ -285,13 +334,29 @@ class Settings:
         return cls(**values)
 
     def with_changes(self, **changes: Any) -> Settings:
-        """A copy with some settings changed (validated again)."""
-        if "precisions" in changes and "retention" not in changes:
-            changes["retention"] = {
-                p: self._retention.get(p, DEFAULT_RETENTION)
-                for p in parse_precisions(changes["precisions"])
-            }
-        if "precisions" in changes and "unique_precisions" not in changes:
+        """A copy with some settings changed (validated again); precisions and retention left
+        to the layout stay so (a change of layout then changes the ladder)."""
+        if "precisions" in changes:
+            if "retention" not in changes:
+                changes["retention"] = {
+                    p: self._retention.get(p, DEFAULT_RETENTION)
+                    for p in parse_precisions(changes["precisions"])
+                }
             kept = set(parse_precisions(changes["precisions"]))
+        elif "precisions" in self._defaulted:
+            changes["precisions"] = ()
+            blocks = changes.get("layout", self.layout) == "blocks"
+            kept = set(BLOCKS_PRECISIONS if blocks else DEFAULT_PRECISIONS)
+            if "retention" not in changes:
+                changes["retention"] = (
+                    None
+                    if "retention" in self._defaulted
+                    else {p: n for p, n in self._retention.items() if p in kept} or None
+                )
+        else:
+            kept = set(self.precisions)
+        if "unique_precisions" in self._defaulted:
+            changes.setdefault("unique_precisions", ())
+        elif "unique_precisions" not in changes:
             changes["unique_precisions"] = tuple(p for p in self.unique_precisions if p in kept)
         return replace(self, **changes)

@@ -17,6 +17,14 @@ A unique series (distinct values per slice; sharded: ``{s}`` after the first col
     P uniques:                          ZSET  member <prec>:<series>, score: its newest expiry
     P scratch:<token>                   HLL   a union or a sketch (deleted in the same call)
 
+The blocks layout (``Settings.layout = "blocks"``: sealed history in compact blocks; sharded
+as above)::
+
+    P open:<series>     HASH    finest slice start -> count: the slices still open to writers
+    P block:<series>    STRING  the sealed slices of every precision (core/blocks.py)
+    P known:            ZSET    member 0:<series> (one per series: 0 stands for every precision)
+    P marks:            ZSET    member writer id, score: the oldest second it may still send
+
 A rate limit's hits (whatever the shard count: the identity is the hash tag)::
 
     P throttle:{<identity>}:<amount>/<seconds>:<window>   STRING  hits, expiring by itself
@@ -28,6 +36,8 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+EVERY_PRECISION = 0
+"""The precision of a blocks-layout registry member: the series is kept at every precision."""
 LAYOUT_CACHE_SIZE = 65_536
 """Series whose keys are remembered between flushes (a flush writes the same series again)."""
 
@@ -140,6 +150,39 @@ class KeySpace:
         self._layouts[cache_key] = layout
         return layout
 
+    def open_layout(self, series_id: str, precisions: tuple[int, ...]) -> Layout:
+        """Blocks layout: the series as the write path sees it, one counter: its open hash,
+        at the finest precision, under its one registry member (cached as ``layout``; the
+        same signature, so the flush picks one or the other once)."""
+        cache_key = (series_id, (EVERY_PRECISION, precisions[0]))  # no ladder starts at 0
+        found = self._layouts.get(cache_key)
+        if found is not None:
+            return found
+        shard = self.shard(series_id)
+        counter = Counter(
+            precisions[0], self.series_member(series_id), self._in_slot("open", shard, series_id)
+        )
+        layout = Layout(self.known(shard), (counter,), shard)
+        if len(self._layouts) >= LAYOUT_CACHE_SIZE:
+            self._layouts.clear()
+        self._layouts[cache_key] = layout
+        return layout
+
+    def open(self, series_id: str, shard: int | None = None) -> str:
+        """Blocks layout: the HASH of a series' open slices (finest precision); ``shard``:
+        where a registry of that shard names it (another shard count's, while resharding)."""
+        return self._in_slot("open", self.shard(series_id) if shard is None else shard, series_id)
+
+    def block(self, series_id: str, shard: int | None = None) -> str:
+        """Blocks layout: the STRING of a series' sealed slices, every precision (``shard``:
+        as for ``open``)."""
+        return self._in_slot("block", self.shard(series_id) if shard is None else shard, series_id)
+
+    def marks(self, shard: int = 0) -> str:
+        """Blocks layout: the ZSET of each writer's oldest second it may still send to
+        ``shard`` (written in its chunks' transactions, so it lives in the shard's slot)."""
+        return self._registry("marks", shard)
+
     def uniques(self, shard: int = 0) -> str:
         """The registry ZSET of the unique series of one shard."""
         return self._registry("uniques", shard)
@@ -234,6 +277,11 @@ class KeySpace:
         count, the identity is the hash tag: its every limit and window share one slot, so one
         script reaches them all on a cluster. It expires by itself (throttle/operations.py)."""
         return f"{self.prefix}throttle:{{{throttle_tag(identity)}}}:{amount}/{seconds}:{window}"
+
+    @staticmethod
+    def series_member(series_id: str) -> str:
+        """Blocks layout: the one registry member of a series, for every precision."""
+        return f"{EVERY_PRECISION}:{series_id}"
 
     @staticmethod
     def member(precision: int, series_id: str) -> str:

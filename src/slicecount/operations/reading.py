@@ -1,16 +1,21 @@
 """The read operations (and ``delete``, which finds what it removes the same way). Pure.
 
 Series are discovered through the registry by lexicographic range, never by scanning keys;
-slices are read with one pipelined HMGET of exactly the fields wanted.
+slices are read with one pipelined HMGET of exactly the fields wanted. In the blocks layout a
+series has one registry member for every precision (``0:<series>``) and its slices are read
+by ``block_reading``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+from slicecount.core.blocks import Stored
+from slicecount.core.keys import EVERY_PRECISION
 from slicecount.core.series import Labels, encode, metric_name, validate_name
 from slicecount.core.slices import slice_starts
 from slicecount.errors import ConfigurationError
+from slicecount.operations import block_reading
 from slicecount.operations.batches import Batch, Context, Operation, pairs
 
 PAGE = 10_000
@@ -25,8 +30,22 @@ def get(
     """Every ``(slice start, count)`` of a series at ``precision``, oldest first (the book's
     get_counter)."""
     ctx.settings.check_precision(precision)
-    (flat,) = yield Batch([("HGETALL", ctx.keys.counter(precision, encode(name, labels)))])
+    series_id = encode(name, labels)
+    if _blocks(ctx):
+        return (yield from block_reading.get(ctx, series_id, precision))
+    (flat,) = yield Batch([("HGETALL", ctx.keys.counter(precision, series_id))])
     return sorted(_int_pairs(pairs(flat)))
+
+
+def _blocks(ctx: Context) -> bool:
+    return ctx.settings.layout == "blocks"
+
+
+def _listed(ctx: Context, precision: int) -> int:
+    """The precision of the registry members that list series at ``precision``: itself, or
+    in the blocks layout the one member of every precision."""
+    ctx.settings.check_precision(precision)
+    return EVERY_PRECISION if _blocks(ctx) else precision
 
 
 def _int_pairs(data: Iterable[tuple[str, str]]) -> Iterable[tuple[int, int]]:
@@ -39,10 +58,10 @@ def _int_pairs(data: Iterable[tuple[str, str]]) -> Iterable[tuple[int, int]]:
 
 def series(ctx: Context, name: str, precision: int) -> Operation[list[str]]:
     """The series ids of metric ``name`` that exist at ``precision`` (ZRANGEBYLEX, no scan)."""
-    ctx.settings.check_precision(precision)
+    listed = _listed(ctx, precision)
     keys = ctx.keys
-    low, high = keys.lex_range_labelled(precision, validate_name(name))
-    plain = keys.member(precision, name)
+    low, high = keys.lex_range_labelled(listed, validate_name(name))
+    plain = keys.member(listed, name)
     batch = Batch()
     for registry in keys.registries():
         batch.commands.append(("ZSCORE", registry, plain))
@@ -58,9 +77,8 @@ def series(ctx: Context, name: str, precision: int) -> Operation[list[str]]:
 
 def all_series(ctx: Context, precision: int) -> Operation[list[str]]:
     """Every series id that exists at ``precision``, paging through each registry by lex."""
-    ctx.settings.check_precision(precision)
     keys = ctx.keys
-    low, high = keys.lex_range_precision(precision)
+    low, high = keys.lex_range_precision(_listed(ctx, precision))
     found: list[str] = []
     for registry in keys.registries():
         start = low
@@ -91,20 +109,45 @@ def read(
     ctx: Context, series_ids: Sequence[str], precision: int, start: float, end: float
 ) -> Operation[dict[str, list[int | None]]]:
     """Counts of each series for every slice from ``start`` to ``end`` (None: no field), in
-    one pipelined HMGET per series."""
+    one pipelined HMGET per series (the blocks layout: ``block_reading``)."""
+    ids, starts = _checked(ctx, series_ids, precision, start, end)
+    if not starts or not ids:
+        return {s: [] for s in ids}
+    if _blocks(ctx):
+        last = starts[-1] + precision
+        return (yield from block_reading.read(ctx, ids, precision, starts[0], last))
+    # as text once for every series: packing 1 000 ints per HMGET costs twice as much
+    fields = [str(s) for s in starts]
+    keys = ctx.keys
+    replies = yield Batch([("HMGET", keys.counter(precision, s), *fields) for s in ids])
+    return {s: _counts(values) for s, values in zip(ids, replies, strict=True)}
+
+
+def read_stored(
+    ctx: Context, series_ids: Sequence[str], precision: int, start: float, end: float
+) -> Operation[dict[str, Stored]]:
+    """Blocks layout: what each series holds for the slices from the one holding ``start`` to
+    the one holding ``end`` (its block's frames there and its open slices), for a decoder of
+    many series at once (the datasource's numpy ``slices_matrix``); ``read`` in one."""
+    ids, starts = _checked(ctx, series_ids, precision, start, end)
+    if not _blocks(ctx):
+        raise ConfigurationError("read_stored reads the blocks layout; the book's is read()")
+    if not starts or not ids:
+        return {s: Stored(None, b"", 0, {}) for s in ids}
+    last = starts[-1] + precision
+    return (yield from block_reading.stored(ctx, ids, precision, starts[0], last))
+
+
+def _checked(
+    ctx: Context, series_ids: Sequence[str], precision: int, start: float, end: float
+) -> tuple[list[str], range]:
+    """The ids and the slice starts of a read, once its arguments are checked."""
     ctx.settings.check_precision(precision)
     if isinstance(series_ids, str):
         raise ConfigurationError(f"series_ids must be a list of ids, got the string {series_ids!r}")
     if not 0 <= start <= end:
         raise ConfigurationError(f"read range must have 0 <= start <= end, got {start!r}..{end!r}")
-    ids = list(series_ids)
-    # as text once for every series: packing 1 000 ints per HMGET costs twice as much
-    fields = [str(s) for s in slice_starts(precision, start, end)]
-    if not fields or not ids:
-        return {s: [] for s in ids}
-    keys = ctx.keys
-    replies = yield Batch([("HMGET", keys.counter(precision, s), *fields) for s in ids])
-    return {s: _counts(values) for s, values in zip(ids, replies, strict=True)}
+    return list(series_ids), slice_starts(precision, start, end)
 
 
 def _counts(values: list[str | None]) -> list[int | None]:
@@ -131,7 +174,8 @@ def _to_int(value: str | None) -> int | None:
 
 def delete(ctx: Context, name: str, labels: Labels | None = None) -> Operation[int]:
     """Remove a metric (or one labelled series of it) at every precision found in the
-    registry, hashes and members together; return how many hashes were removed."""
+    registry, keys and members together; return how many keys were removed (the book's
+    hashes, one per precision; the blocks layout's open hash and block)."""
     keys = ctx.keys
     series_id = encode(name, labels) if labels else None
     validate_name(name)
@@ -147,7 +191,7 @@ def delete(ctx: Context, name: str, labels: Labels | None = None) -> Operation[i
                 if members:
                     replies = yield Batch(
                         [
-                            ("DEL", *(keys.counter_for_member(shard, m) for m in members)),
+                            ("DEL", *_keys_of(ctx, shard, members)),
                             ("ZREM", registry, *members),
                         ],
                         transaction=True,
@@ -156,6 +200,19 @@ def delete(ctx: Context, name: str, labels: Labels | None = None) -> Operation[i
                 if int(cursor) == 0:
                     break
     return removed
+
+
+def _keys_of(ctx: Context, shard: int, members: list[str]) -> list[str]:
+    """The keys registry members name: the book's hash of one precision, or the blocks
+    layout's open hash and block of a series (member ``0:<series>``)."""
+    keys, found = ctx.keys, []
+    for member in members:
+        precision, series_id = keys.parse_member(member)
+        if precision == EVERY_PRECISION:
+            found += [keys.open(series_id), keys.block(series_id)]
+        else:
+            found.append(keys.counter_for_member(shard, member))
+    return found
 
 
 def _is_exact(ctx: Context, member: str, name: str, series_id: str | None) -> bool:

@@ -19,6 +19,12 @@ series whose number is below the old count (their counters stay where they are w
 is theirs in both layouts). Writers should run with the new count before the move (counts
 they add to the old layout later are moved by running it again). Readers see a series' old
 counts once it has moved.
+
+In the blocks layout a series (member ``0:<series>``) moves whole, in the same three steps
+(``move_series``): the claim takes its open hash and block out of the old layout into the
+intent; the landing adds the open counts to the new open hash and merges the block into the
+new one (decoded here, written by the script only if the new block's generation is still the
+one read: a cleaner's compaction in between means merging again); the release drops the intent.
 """
 
 from __future__ import annotations
@@ -26,7 +32,8 @@ from __future__ import annotations
 import secrets
 from dataclasses import dataclass
 
-from slicecount.core.keys import KeySpace
+from slicecount.core import blocks
+from slicecount.core.keys import EVERY_PRECISION, KeySpace
 from slicecount.errors import ConfigurationError
 from slicecount.operations.batches import Batch, Context, Operation, ScriptCall, pairs
 
@@ -65,6 +72,8 @@ def move_counter(ctx: Context, old: KeySpace, shard: int, member: str) -> Operat
     None when both layouts name the same key (the series keeps its shard number)."""
     keys = ctx.keys
     precision, series_id = keys.parse_member(member)
+    if precision == EVERY_PRECISION:
+        return (yield from move_series(ctx, old, shard, series_id))
     source, intent, registry = (
         old.counter_for_member(shard, member), old.move_intent(shard, member), old.known(shard)
     )  # fmt: skip
@@ -89,6 +98,84 @@ def move_counter(ctx: Context, old: KeySpace, shard: int, member: str) -> Operat
     release = ScriptCall("move_release", (source, intent, registry), (member, *negated))
     (left,) = yield Batch([release])
     return Moved(len(taken), landed, int(left))
+
+
+def move_series(ctx: Context, old: KeySpace, shard: int, series_id: str) -> Operation[Moved | None]:
+    """Move a blocks-layout series of the old layout's ``shard``: its open hash and its block
+    (see above); None when both layouts name the same keys. ``slices`` counts the open fields
+    and the block's nonzero slices, every precision."""
+    keys = ctx.keys
+    # the keys the registry of ``shard`` names: the new layout's own when that registry is
+    # both layouts' (a shard number below both counts)
+    member, source = keys.series_member(series_id), old.open(series_id, shard)
+    if source == keys.open(series_id):
+        return None
+    old_block = old.block(series_id, shard)
+    (held,) = yield Batch([("GET", old_block)], raw=True)
+    _check_block(held or b"", old_block)  # a foreign value stays where it is (before the claim)
+    intent = old.move_intent(shard, member)
+    claim = ScriptCall("move_series_claim", (intent, source, old_block), (secrets.token_hex(8),))
+    (flat,) = yield Batch([claim], raw=True)
+    taken = dict(pairs(flat))
+    token, block = taken.pop(b"token", b"").decode(), taken.pop(b"block", b"")
+    opened = [(f.decode()[2:], n.decode()) for f, n in taken.items() if f.startswith(b"o:")]
+    landed = False
+    if token:
+        landed = yield from _land(ctx, series_id, token, block, opened)
+    release = ScriptCall(
+        "move_series_release", (intent, source, old_block, old.known(shard)), (member, token)
+    )
+    (left,) = yield Batch([release])
+    return Moved(len(opened) + _slices(block), landed, int(left))
+
+
+def _land(
+    ctx: Context, series_id: str, token: str, block: bytes, opened: list[tuple[str, str]]
+) -> Operation[bool]:
+    """Add the open counts and merge the block into the new layout, once per token."""
+    keys = ctx.keys
+    target, new_block = keys.shard(series_id), keys.block(series_id)
+    script_keys = (keys.move_landed(target, token), keys.open(series_id), new_block,
+                   keys.known(target))  # fmt: skip
+    counts = [item for pair in opened for item in pair]
+    while True:
+        generation, merged = b"", b""
+        if block:
+            (current,) = yield Batch([("GET", new_block)], raw=True)
+            current = current or b""
+            _check_block(current, new_block)
+            generation, merged = current[4:8], _merged(ctx, current, block)
+        args = (keys.series_member(series_id), LANDED_SECONDS, generation, merged, *counts)
+        (done,) = yield Batch([ScriptCall("move_series_land", script_keys, args)])
+        if int(done) >= 0:
+            return int(done) == 1
+
+
+def _merged(ctx: Context, current: bytes, moved: bytes) -> bytes:
+    """The block holding the slices of both (every precision of the ladder, summed)."""
+    frames: dict[tuple[int, int], list[int]] = {}
+    ladder = ctx.settings.precisions
+    for data in (current, moved):
+        for precision, slices in blocks.everything(data).items():
+            period = precision * blocks.FRAME_SLICES
+            for start, n in slices.items():
+                values = frames.setdefault(
+                    (precision, start - start % period), [0] * blocks.FRAME_SLICES
+                )
+                values[(start % period) // precision] += n
+    header = blocks.parse_header(current)
+    return blocks.plan_splice(header, ladder, frames, {}).apply(current)
+
+
+def _check_block(data: bytes, key: str) -> None:
+    try:
+        blocks.everything(data)
+    except blocks.BlockError as exc:
+        raise ConfigurationError(f"{key} does not hold a block ({exc}): not moved") from None
+
+
+def _slices(block: bytes) -> int:
+    return sum(len(slices) for slices in blocks.everything(block).values()) if block else 0
 
 
 def move_annotations(ctx: Context, old: KeySpace) -> Operation[int]:

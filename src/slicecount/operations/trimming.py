@@ -136,7 +136,8 @@ def save_cleaner_sweep(ctx: Context, precision: int, started: int) -> Operation[
 
 
 def forget_writers(ctx: Context, before: float, shard: int = 0) -> Operation[int]:
-    """Forget the writers of ``shard`` quiet since ``before`` (epoch seconds); how many."""
+    """Forget the writers of ``shard`` quiet since ``before`` (epoch seconds), and their marks
+    (blocks layout); how many."""
     keys, quiet_since = ctx.keys, int(before)
     registry = keys.writers(shard)
     (quiet,) = yield Batch(
@@ -146,7 +147,7 @@ def forget_writers(ctx: Context, before: float, shard: int = 0) -> Operation[int
         return 0
     # the script reads each score again: a writer that wrote since this listing is kept
     written = tuple(keys.writer(writer, shard) for writer in quiet)
-    call = ScriptCall("writers", (registry, *written), (quiet_since, *quiet))
+    call = ScriptCall("writers", (registry, keys.marks(shard), *written), (quiet_since, *quiet))
     (forgotten,) = yield Batch([call])
     return int(forgotten)
 

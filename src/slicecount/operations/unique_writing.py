@@ -54,7 +54,9 @@ def prepare_uniques(ctx: Context, buffer: UniqueBuffer) -> list[Batch]:
     members dropped once."""
     keys, settings = ctx.keys, ctx.settings
     precisions = settings.unique_precisions
-    finest = precisions[0] if settings.precisions[0] < precisions[0] else None
+    # blocks: a first-seen count goes to the open hash of the finest precision, always
+    blocks = settings.layout == "blocks"
+    finest = precisions[0] if blocks or settings.precisions[0] < precisions[0] else None
     # (key, precision, slice start, second): the second only where a first-seen count goes
     # into finer slices (at the second its values came), else -1
     slices: dict[tuple[UniqueKey, int, int, int], set[str]] = {}
@@ -105,6 +107,8 @@ def _commands(
 ) -> list[Command | ScriptCall]:
     series_id, exact, first_seen = key
     start, at, expire_at = where
+    blocks = ctx.settings.layout == "blocks"
+    first_seen = first_seen and (at >= 0 or not blocks)  # blocks: the finest unique only
     hll = slot.hll(start)
     if not exact and not first_seen:  # the common case: plain commands, no script
         return [
@@ -115,6 +119,16 @@ def _commands(
     keys = ctx.keys
     shard = keys.shard(series_id)
     cap = ctx.settings.unique_exact_cap if exact else 0
+    if blocks:  # the values first seen here, at their second, into the series' open hash
+        opened, finest = keys.open(series_id), ctx.settings.precisions[0]
+        fine = (1, at - at % finest, keys.series_member(series_id)) if first_seen else (0,)
+        return [
+            ScriptCall(
+                "unique_add",
+                (hll, slot.members(start), registry, opened, keys.known(shard), opened),
+                (cap, expire_at, slot.member, start, 2 if first_seen else 0, *fine, *values),
+            )
+        ]
     # a first-seen count at the finest unique precision also goes into the finer slices
     finer = [p for p in ctx.settings.precisions if p < slot.precision] if at >= 0 else []
     fine_members = [keys.member(p, series_id) for p in finer]

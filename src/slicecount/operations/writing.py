@@ -4,17 +4,23 @@ A write is prepared into chunks, one shard each, and every chunk is one MULTI/EX
 of the registry members and ``HINCRBY`` of the slices in one atomic step, so a cleaner can
 never forget a hash that a write is filling. A chunk may carry a writer id and batch number:
 then Redis applies it at most once, however often it is sent (see ``write_chunk``).
+
+In the blocks layout (``Settings.layout``) a series is one counter: its open hash, one
+HINCRBY per second at the finest precision under one registry member (``keys.open_layout``);
+the cleaner seals the slices into blocks of every precision. A writer's chunk there also says
+the oldest second that writer may still send to the shard (its mark): what the cleaner waits
+for before it seals.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from slicecount.core.histogram import SUM_SUFFIX
-from slicecount.core.keys import Layout
+from slicecount.core.keys import KeySpace, Layout
 from slicecount.core.series import Labels, encode, parse, shown
 from slicecount.errors import ConfigurationError, StoreError
 from slicecount.operations.batches import Batch, Command, Context, Operation
@@ -43,6 +49,8 @@ class Chunk:
     events: int = 0
     """Events it counts (for a log line, should it be lost): each series' n once, whatever
     its precisions, and no histogram sum (micro-units)."""
+    oldest: int | None = None
+    """The oldest second it counts (the blocks layout's mark: ``write_chunk``)."""
 
     @property
     def increments(self) -> int:
@@ -52,6 +60,9 @@ class Chunk:
         """One hash: its registry member and its (slice start, n) increments."""
         self.members.setdefault(registry, []).extend((0, member))
         self.commands += [("HINCRBY", key, start, n) for start, n in pairs]
+        oldest = min(start for start, _ in pairs)
+        if self.oldest is None or oldest < self.oldest:
+            self.oldest = oldest
 
     def add_series(self, layout: Layout, second: int, n: int) -> None:
         """One series counted at one second: a hash and one increment per precision (the
@@ -106,10 +117,18 @@ class Written(NamedTuple):
     refused: int
 
 
+def layouts(ctx: Context) -> Callable[[str, tuple[int, ...]], Layout]:
+    """Where the write path counts a series: ``keys.layout`` (the book's hash per precision)
+    or ``keys.open_layout`` (the blocks layout's open hash), chosen once per flush."""
+    keys: KeySpace = ctx.keys
+    return keys.open_layout if ctx.settings.layout == "blocks" else keys.layout
+
+
 def prepare(ctx: Context, buffer: Buffer) -> Prepared:
     """A Recorder's buffer (or a checked batch) as chunks: counts of the same slice summed,
     zero sums left out, one chunk per shard and ``CHUNK_INCREMENTS``."""
-    keys, precisions = ctx.keys, ctx.settings.precisions
+    precisions = ctx.settings.precisions
+    layout_of = layouts(ctx)
     chunks = _Chunks()
     out_of_range = 0
     if len(buffer) == 1:  # the usual flush: one second, nothing to sum
@@ -118,14 +137,17 @@ def prepare(ctx: Context, buffer: Buffer) -> Prepared:
             if not n:
                 continue
             if not INT64_MIN <= n <= INT64_MAX:
-                out_of_range += len(precisions)
+                out_of_range += len(layout_of(series_id, precisions).counters)
                 continue
-            layout = keys.layout(series_id, precisions)
+            layout = layout_of(series_id, precisions)
             chunk = chunks.of(layout.shard)
             chunk.add_series(layout, second, n)
             chunk.events += _events(series_id, n)
             chunks.close_if_full(chunk)
-        return Prepared(chunks.all(), out_of_range)
+        done = chunks.all()
+        for chunk in done:
+            chunk.oldest = second
+        return Prepared(done, out_of_range)
     for shard, registry, member, key, slices, events in _summed(ctx, buffer):
         fitting = [(s, n) for s, n in slices.items() if n and INT64_MIN <= n <= INT64_MAX]
         out_of_range += sum(1 for n in slices.values() if not INT64_MIN <= n <= INT64_MAX)
@@ -170,12 +192,12 @@ def _summed(
 ) -> Iterable[tuple[int, str, str, str, dict[int, int], int]]:
     """(shard, registry, member, hash, {slice start: n}, events) of every counter a buffer of
     several seconds touches (a series' events go with its finest precision's counter)."""
-    keys, precisions = ctx.keys, ctx.settings.precisions
+    precisions, layout_of = ctx.settings.precisions, layouts(ctx)
     sums: dict[str, tuple[int, str, str, dict[int, int]]] = {}
     events: dict[str, int] = {}
     for second, bucket in buffer.items():
         for series_id, n in bucket.items():
-            registry, counters, shard = keys.layout(series_id, precisions)
+            registry, counters, shard = layout_of(series_id, precisions)
             for precision, member, counter in counters:
                 entry = sums.get(counter)
                 if entry is None:
@@ -195,7 +217,11 @@ def _events(series_id: str, n: int) -> int:
 
 
 def write_chunk(
-    ctx: Context, chunk: Chunk, writer: str | None = None, seq: int | None = None
+    ctx: Context,
+    chunk: Chunk,
+    writer: str | None = None,
+    seq: int | None = None,
+    mark: int | None = None,
 ) -> Operation[Written]:
     """Apply one chunk in one MULTI/EXEC; with ``writer`` and ``seq``, at most once.
 
@@ -204,6 +230,10 @@ def write_chunk(
     a lost reply either ran before (the read sees the number: nothing to do), or runs after
     (its own WATCH, set before it was sent, sees the key changed: Redis drops it), or lands
     between our WATCH and EXEC (ours is dropped, and the read again sees it applied).
+
+    In the blocks layout the transaction also sets the writer's mark on the shard: the oldest
+    second it may still send there, ``mark`` (what the writer still holds back: the chunks
+    behind this one, its buffer) or this chunk's oldest second, whichever is older.
     """
     if writer is None or seq is None:
         replies = yield chunk.transaction()
@@ -219,10 +249,22 @@ def write_chunk(
         if last is not None and int(last) >= seq:
             yield Batch([("UNWATCH",)])
             return Written(True, 0)
-        note = (("SET", writer_key, seq), ("ZADD", writers, int(ctx.clock()), writer))
+        note: tuple[Command, ...] = (
+            ("SET", writer_key, seq),
+            ("ZADD", writers, int(ctx.clock()), writer),
+        )
+        oldest = _mark(chunk.oldest, mark)
+        if ctx.settings.layout == "blocks" and oldest is not None:
+            note += (("ZADD", keys.marks(chunk.shard), oldest, writer),)
         replies = yield chunk.transaction(*note)
         if replies:  # empty: a copy of this chunk changed the key meanwhile; look again
             return Written(False, _refused(replies[: -len(note)]))
+
+
+def _mark(oldest: int | None, held: int | None) -> int | None:
+    if oldest is None or held is None:
+        return held if oldest is None else oldest
+    return min(oldest, held)
 
 
 def _refused(replies: list[Any]) -> int:

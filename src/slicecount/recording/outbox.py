@@ -64,14 +64,23 @@ class Outbox:
             self._seq += 1
             self._queue.append(Numbered(self._seq, chunk))
 
-    def deliver(self, store: Store, refuse: Callable[[Exception, int], None]) -> bool:
+    def deliver(
+        self,
+        store: Store,
+        refuse: Callable[[Exception, int], None],
+        buffered: Callable[[], int] | None = None,
+    ) -> bool:
         """Send chunks in order until the outbox is empty (True) or one's outcome stays
         unknown (False). What Redis refused is counted through ``refuse(error, increments)``:
-        commands refused inside an applied chunk, and chunks refused as a whole for good."""
+        commands refused inside an applied chunk, and chunks refused as a whole for good.
+        ``buffered()``: the oldest second the writer's buffer may still send (its mark, with
+        the chunks waiting here: ``mark``)."""
+        marks = store.settings.layout == "blocks"  # (the book's layout has no marks)
         while self._queue:
             seq, chunk = self._queue[0]
             try:
-                written = store.write_chunk(chunk, self.writer, seq)
+                mark = self.mark(chunk.shard, buffered) if marks else None
+                written = store.write_chunk(chunk, self.writer, seq, mark)
             except (TypeError, ValueError) as exc:  # it cannot even be packed: never sent
                 refuse(refused_by_redis(f"a write could not be sent: {exc}"), chunk.increments)
             except StoreError as exc:
@@ -93,3 +102,12 @@ class Outbox:
             self.failing = False
             logger.warning("slicecount writes to redis again")
         return True
+
+    def mark(self, shard: int, buffered: Callable[[], int] | None) -> int | None:
+        """The oldest second this writer may still send to ``shard``: its waiting chunks'
+        for that shard and the buffer's (the blocks layout seals nothing from it on)."""
+        seconds = [i.chunk.oldest for i in self._queue if i.chunk.shard == shard]
+        if buffered is not None:
+            seconds.append(buffered())
+        known = [s for s in seconds if s is not None]
+        return min(known) if known else None

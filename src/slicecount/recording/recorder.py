@@ -214,7 +214,7 @@ class Recorder:
             self._flush_lock.release()
 
     def _flush(self) -> bool:  # (the flush lock held)
-        if not self._outbox.deliver(self.store, self.refuse):  # what is in doubt goes first
+        if not self._outbox.deliver(self.store, self.refuse, self._buffered):  # in doubt first
             return False
         # before the counts are taken: if Redis is away they stay buffered
         if not self._uniques.flush(self.store, self.refuse, self._warnings):
@@ -230,7 +230,14 @@ class Recorder:
             error = ConfigurationError("a sum of counts is past 64 bits", "count_range")
             self.refuse(error, prepared.out_of_range)
         self._outbox.put(prepared.chunks)
-        return self._outbox.deliver(self.store, self.refuse)
+        return self._outbox.deliver(self.store, self.refuse, self._buffered)
+
+    def _buffered(self) -> int:
+        """The oldest second the buffer may still send: its oldest, else now (a writer's
+        mark: ``Outbox.mark``)."""
+        oldest = self._counts.oldest()
+        now = int(self._clock())
+        return now if oldest is None else min(oldest, now)
 
     # -- introspection and shutdown ------------------------------------------------------------
 

@@ -58,6 +58,11 @@ class SecondsBuffer(ABC, Generic[B]):
                 pending.pop(oldest, None)
                 heapq.heappop(seconds)
 
+    def oldest(self) -> int | None:
+        """The oldest second buffered, None when empty."""
+        with self._lock:
+            return self._seconds[0] if self._seconds else None
+
     def _swap(self) -> dict[int, B]:
         """Everything buffered, leaving the buffer empty (lock held)."""
         taken, self._pending, self._seconds, self.size = self._pending, {}, [], 0

@@ -194,6 +194,7 @@ class AsyncStore(StoreBase["aioredis.Redis | AsyncCluster"]):
     names = _awaiting(reading.names)
     all_series = _awaiting(reading.all_series)
     read = _awaiting(reading.read)
+    read_stored = _awaiting(reading.read_stored)
     delete = _awaiting(reading.delete)
     annotations = _awaiting(annotating.find)
     get_unique = _awaiting(unique_reading.get_unique)

@@ -185,6 +185,7 @@ class Store(StoreBase["redis.Redis | RedisCluster"]):
     names = _blocking(reading.names)
     all_series = _blocking(reading.all_series)
     read = _blocking(reading.read)
+    read_stored = _blocking(reading.read_stored)
     delete = _blocking(reading.delete)
     annotate = _blocking(annotating.annotate)
     annotations = _blocking(annotating.find)

@@ -5,13 +5,15 @@
 -- KEYS[4] the first-seen counter HASH   KEYS[5] the counters' registry
 -- KEYS[6 ..] the first-seen counter's HASHes at the precisions finer than this one
 -- ARGV[1] cap (0: not exact)   ARGV[2] expiry (epoch s)   ARGV[3] registry member
--- ARGV[4] the slice's start   ARGV[5] "1": write the first-seen counter
+-- ARGV[4] the slice's start   ARGV[5] "1": write the first-seen counter (the book's layout),
+--   "2": only add the values first seen here to the finer HASHes (the blocks layout: KEYS[6]
+--   is the series' open hash, the one finer HASH; KEYS[4] is not written)
 -- ARGV[6] F, the finer HASHes   ARGV[7 .. 6 + 2F] each one's (slice start, registry member)
 -- ARGV[7 + 2F ..] the values
 -- Returns 1 when the SET is over its cap (it lists cap + 1 values: some only), else 0.
 local cap = tonumber(ARGV[1])
 local expire_at = ARGV[2]
-local first_seen = ARGV[5] == '1'
+local first_seen = ARGV[5] ~= '0'
 local fine = tonumber(ARGV[6])
 local first = 7 + 2 * fine
 local last = #ARGV
@@ -51,8 +53,10 @@ if cap > 0 then
 end
 if first_seen then
   local after = count()
-  redis.call('HSET', KEYS[4], ARGV[4], after)
-  redis.call('ZADD', KEYS[5], 'NX', 0, ARGV[3])
+  if ARGV[5] == '1' then
+    redis.call('HSET', KEYS[4], ARGV[4], after)
+    redis.call('ZADD', KEYS[5], 'NX', 0, ARGV[3])
+  end
   -- finer slices count the values first seen in this slice, at the second they came
   if after > before then
     for k = 1, fine do

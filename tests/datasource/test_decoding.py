@@ -1,0 +1,72 @@
+"""The datasource's numpy decoding of blocks agrees with the codec's own (core/blocks.py)."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from slicecount.core import blocks
+from slicecount.core.blocks import FRAME_SLICES, BlockError, Header, Stored
+from slicecount.datasource.decoding import decode_frames, slices_matrix
+
+T0 = 1_700_000_000 - 1_700_000_000 % 3600
+LADDER = (1, 5, 60)
+
+
+def block_of(counts: dict[int, int]) -> bytes:
+    frames: dict[tuple[int, int], list[int]] = {}
+    blocks.add_counts(frames, LADDER, counts)
+    return blocks.plan_splice(Header(), LADDER, frames, {}).apply(b"")
+
+
+def test_frames_decode_as_the_codec_decodes_them() -> None:
+    rng = random.Random(2)
+    values = [
+        [
+            rng.choice((0, 0, 1, 2, 300, 70_000, -3, 2**40, 2**63 - 1, -(2**63)))
+            for _ in range(FRAME_SLICES)
+        ]
+        for _ in range(40)
+    ] + [[0] * FRAME_SLICES]
+    frames = [blocks.encode_frame(v) for v in values]
+    decoded = decode_frames(frames)
+    assert decoded.tolist() == [blocks.decode_frame(f) for f in frames] == values
+
+
+def test_a_bad_frame_is_a_block_error() -> None:
+    with pytest.raises(BlockError):
+        decode_frames([b"\x03abc"])
+    with pytest.raises(BlockError):
+        decode_frames([b"\x01\x00\x00"])
+
+
+@pytest.mark.parametrize("precision", LADDER)
+def test_a_span_of_blocks_and_open_slices_reads_as_the_codec_and_the_hash_add_up(
+    precision: int,
+) -> None:
+    rng = random.Random(precision)
+    stored, truths = [], []
+    start, end = T0 + 600, T0 + 600 + precision * 900
+    for _ in range(12):
+        sealed = {T0 + i: rng.randint(0, 4) for i in range(0, 4 * 3600, rng.choice((1, 3, 17)))}
+        late = {T0 + rng.randrange(4 * 3600): rng.randint(1, 9) for _ in range(5)}
+        data = block_of(sealed)
+        header = blocks.parse_header(data[: blocks.header_size(data[: blocks.header_size(data)])])
+        lo, _, offset, length = header.frames(precision, start, end)
+        stored.append(Stored(header, data[offset : offset + length], lo, late))
+        by_slice = [0] * ((end - start) // precision)
+        for t, n in [*sealed.items(), *late.items()]:
+            column = (t - t % precision - start) // precision
+            if 0 <= column < len(by_slice):
+                by_slice[column] += n
+        truths.append(by_slice)
+        assert blocks.slices_in(
+            header, precision, data[offset : offset + length], lo, start, end
+        ) == [
+            sum(n for t, n in sealed.items() if s <= t < s + precision)
+            for s in range(start, end, precision)
+        ]
+    stored.append(Stored(None, b"", 0, {start: 7}))
+    truths.append([7] + [0] * ((end - start) // precision - 1))
+    assert slices_matrix(stored, precision, start, end).tolist() == truths

@@ -1,0 +1,112 @@
+"""The compact blocks' codec (core/blocks.py): frames, headers, spans and splices. Pure."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from slicecount.core import blocks
+from slicecount.core.blocks import FRAME_SLICES, BlockError, Header
+
+T0 = 1_700_000_000
+LADDER = (1, 5, 60)
+
+
+def build(counts: dict[int, int], header: Header | None = None, old: bytes = b"",
+          keep_from: dict[int, int] | None = None) -> bytes:  # fmt: skip
+    """``counts`` (second -> n) added into a block, as a cleaner's pass would."""
+    header = header or Header()
+    frames: dict[tuple[int, int], list[int]] = {}
+    for p in LADDER:
+        for start in {t - t % (p * FRAME_SLICES) for t in counts}:
+            _, n, offset, length = header.frames(p, start, start + 1)
+            if n:
+                frames[(p, start)] = blocks.decode_frame(old[offset : offset + length])
+    blocks.add_counts(frames, LADDER, counts)
+    splice = blocks.plan_splice(header, LADDER, frames, keep_from or {})
+    assert splice.expected == header.generation
+    return splice.apply(old)
+
+
+def read_header(data: bytes) -> Header:
+    size = blocks.header_size(data[:8])
+    size = blocks.header_size(data[:size])
+    return blocks.parse_header(data[:size])
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        [0] * FRAME_SLICES,
+        [1] * FRAME_SLICES,
+        [(-1) ** i * i for i in range(FRAME_SLICES)],
+        [2**63 - 1, -(2**63)] + [0] * (FRAME_SLICES - 2),
+        [random.Random(3).randint(0, 300) for _ in range(FRAME_SLICES)],
+    ],
+)
+def test_a_frame_decodes_to_its_values(values: list[int]) -> None:
+    data = blocks.encode_frame(values)
+    assert blocks.decode_frame(data) == values
+    assert (data == b"") == (not any(values))
+
+
+def test_quiet_slices_cost_next_to_nothing() -> None:
+    rng = random.Random(5)
+    sparse = [rng.choice((0, 0, 0, 0, 0, 0, 1, 2)) for _ in range(FRAME_SLICES)]
+    # 720 slices of 8 bytes each stored raw would be 5 760 bytes
+    assert len(blocks.encode_frame(sparse)) < 0.5 * FRAME_SLICES
+
+
+def test_bad_bytes_are_a_block_error_not_a_crash() -> None:
+    with pytest.raises(BlockError, match="not a slicecount block"):
+        blocks.parse_header(b"hello world, not a block")
+    with pytest.raises(BlockError, match="width"):
+        blocks.decode_frame(b"\x03abc")
+    with pytest.raises(BlockError, match="inflate"):
+        blocks.decode_frame(b"\x01\xff\xff\xff")
+    assert blocks.parse_header(b"") == Header()
+
+
+def test_every_precision_sums_the_same_counts_and_a_span_reads_exactly() -> None:
+    rng = random.Random(1)
+    counts = {T0 + i: rng.randint(0, 3) for i in range(7200)}
+    data = build(counts)
+    header = read_header(data)
+    assert header.generation == 1
+    everything = blocks.everything(data)
+    for p in LADDER:
+        assert sum(everything[p].values()) == sum(counts.values())
+    start, end = T0 - T0 % 5 + 600, T0 + 5000
+    lo, _, offset, length = header.frames(5, start, end)
+    got = blocks.slices_in(header, 5, data[offset : offset + length], lo, start, end)
+    assert got == [sum(counts.get(s + k, 0) for k in range(5)) for s in range(start, end, 5)]
+
+
+def test_a_splice_keeps_untouched_frames_adds_late_counts_and_drops_expired_ones() -> None:
+    counts = {T0 + i: 1 for i in range(0, 7200, 7)}
+    old = build(counts)
+    header = read_header(old)
+    late = {T0 + 10: 5, T0 + 7300: 2}  # one into a sealed frame, one past the end
+    cutoff = T0 + 3600
+    new = build(late, header, old, keep_from={1: cutoff})
+    assert read_header(new).generation == 2
+    everything = blocks.everything(new)
+    assert sum(everything[60].values()) == sum(counts.values()) + 7
+    assert min(everything[1]) > cutoff - 1 * FRAME_SLICES  # expired frames of 1 s dropped
+    assert all(t >= cutoff - FRAME_SLICES for t in everything[1])
+    slice_ = T0 + 10 - (T0 + 10) % 5
+    before = sum(1 for t in counts if slice_ <= t < slice_ + 5)
+    assert everything[5][slice_] == before + 5
+
+
+def test_an_empty_block_after_retention_has_no_frames() -> None:
+    data = build({T0: 3})
+    header = read_header(data)
+    dropped = blocks.plan_splice(header, LADDER, {}, {p: T0 + 10**7 for p in LADDER})
+    assert blocks.is_empty(read_header(dropped.apply(data)))
+
+
+def test_the_generation_wraps_around_past_zero() -> None:
+    last = blocks.plan_splice(Header(0xFFFFFFFF), LADDER, {(1, T0 - T0 % 720): [1] * 720}, {})
+    assert read_header(last.apply(b"")).generation == 1

@@ -1,0 +1,289 @@
+"""The blocks layout's write and read paths on real servers (every topology).
+
+Counts are written through ``Store.apply``/``incr`` and a ``Recorder``; the cleaner's
+compaction is another module's, so blocks are made here as it makes them (``core/blocks.py``'s
+splice, SET under the block key) and the fields they take leave the open hash: a read must add
+both, at every precision, exactly.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, TypeVar
+
+import pytest
+import redis
+from starlette.testclient import TestClient
+
+from slicecount.config import Settings
+from slicecount.core.slices import slice_starts
+from slicecount.datasource.app import create_app
+from slicecount.datasource.decoding import slices_matrix
+from slicecount.operations import block_reading
+from slicecount.operations.batches import Batch, Operation
+from slicecount.operations.writing import Chunk
+from slicecount.recording.outbox import Outbox
+from slicecount.recording.recorder import Recorder
+from slicecount.store import Store
+from tests.sealing import seal
+
+pytestmark = pytest.mark.topologies
+
+T0 = 1_700_006_400  # a multiple of 86400
+NOW = T0 + 1800
+LADDER = (1, 5, 60, 3600, 86400)
+Truth = dict[str, dict[int, int]]
+T = TypeVar("T")
+
+
+@pytest.fixture
+def store(redis_url: str) -> Iterator[Store]:
+    with Store(Settings(redis_url=redis_url, layout="blocks"), clock=lambda: NOW) as store:
+        yield store
+
+
+def expected(truth: Mapping[int, int], precision: int, start: int, end: int) -> list[int | None]:
+    out = []
+    for first in slice_starts(precision, start, end):
+        n = sum(v for s, v in truth.items() if first <= s < first + precision)
+        out.append(n or None)
+    return out
+
+
+def seeded_truth(seed: int) -> Truth:
+    rng = random.Random(seed)
+    truth: Truth = {}
+    for series_id in ("http.requests", 'http.requests{route="/a"}', 'db.queries{op="get"}'):
+        seconds = truth.setdefault(series_id, {})
+        for _ in range(400):
+            second = rng.randrange(T0 - 5400, NOW)
+            seconds[second] = seconds.get(second, 0) + rng.randint(1, 9)
+    return truth
+
+
+def test_a_write_is_one_increment_per_series_and_second(
+    store: Store, redis_client: redis.Redis
+) -> None:
+    store.apply({'a{x="1"}': {T0: 3, T0 + 1: 4}, "b": {T0: 1}})
+    store.incr("a", 2, {"x": "1"}, now=T0 + 1)
+    keys = store.keys
+    assert redis_client.hgetall(keys.open('a{x="1"}')) == {str(T0): "3", str(T0 + 1): "6"}
+    assert redis_client.hgetall(keys.open("b")) == {str(T0): "1"}
+    members = {m for r in keys.registries() for m in redis_client.zrange(r, 0, -1)}
+    assert members == {'0:a{x="1"}', "0:b"}
+    assert not redis_client.exists(keys.counter(1, "b"), keys.block("b"))
+
+
+def test_a_refused_increment_is_reported_and_the_rest_kept(
+    store: Store, redis_client: redis.Redis
+) -> None:
+    redis_client.set(store.keys.open("clash"), "not a hash")
+    assert store.apply({"clash": {T0: 1, T0 + 1: 2}, "fine": {T0: 1}}) == 2  # one a second
+    assert store.get("fine", 5) == [(T0, 1)]
+
+
+def test_reads_add_blocks_and_open_slices_exactly_at_every_precision(
+    store: Store, redis_client: redis.Redis
+) -> None:
+    truth = seeded_truth(24)
+    store.apply(truth)
+    sealed = {s: seal(redis_client, store, s, T0 - 600) for s in truth}
+    assert all(sealed.values())  # some of every series is in its block, the rest open
+    # late writes after sealing: into the open hash, for slices the block holds already
+    late = {s: {min(sealed[s]): 5, T0 - 3000: 2} for s in truth}
+    store.apply(late)
+    for series_id, seconds in late.items():
+        for second, n in seconds.items():
+            truth[series_id][second] = truth[series_id].get(second, 0) + n
+    rng = random.Random(7)
+    ids = list(truth)
+    for precision in LADDER:
+        for start, end in [(T0 - 5400, NOW), (T0 - 601, T0 - 599)] + [
+            sorted((rng.randrange(T0 - 6000, NOW), rng.randrange(T0 - 6000, NOW))) for _ in range(3)
+        ]:
+            read = store.read(ids, precision, start, end)
+            for series_id in ids:
+                want = expected(truth[series_id], precision, start, end)
+                assert read[series_id] == want, (precision, start, end, series_id)
+            # the same bytes decoded by the datasource's numpy decoder
+            stored = store.read_stored(ids, precision, start, end)
+            first, last = start - start % precision, end - end % precision + precision
+            rows = slices_matrix([stored[s] for s in ids], precision, first, last).tolist()
+            decoded = {s: [n or None for n in row] for s, row in zip(ids, rows, strict=True)}
+            assert decoded == read
+    for series_id in ids:
+        name, _, labels = series_id.partition("{")
+        label_map = dict(kv.split("=") for kv in labels.rstrip("}").split(",")) if labels else {}
+        label_map = {k: v.strip('"') for k, v in label_map.items()}
+        for precision in LADDER:
+            got = store.get(name, precision, label_map or None)
+            assert sum(n for _, n in got) == sum(truth[series_id].values())
+            assert got == [
+                (s, n) for s, n in zip(
+                    slice_starts(precision, T0 - 5400, NOW),
+                    expected(truth[series_id], precision, T0 - 5400, NOW),
+                    strict=True,
+                ) if n
+            ]  # fmt: skip
+
+
+def test_discovery_lists_one_member_at_every_precision_and_delete_removes_both_keys(
+    store: Store, redis_client: redis.Redis
+) -> None:
+    store.apply({'http.requests{route="/a"}': {T0: 1}, "http.requests": {T0: 2}, "up": {T0: 1}})
+    seal(redis_client, store, "up", T0 + 1)
+    for precision in LADDER:
+        assert store.series("http.requests", precision) == [
+            "http.requests",
+            'http.requests{route="/a"}',
+        ]
+        assert store.all_series(precision) == ["http.requests", 'http.requests{route="/a"}', "up"]
+        assert store.names(precision) == ["http.requests", "up"]
+    keys = store.keys
+    assert redis_client.exists(keys.block("up")) and not redis_client.exists(keys.open("up"))
+    assert store.delete("up") == 1
+    assert store.delete("http.requests", {"route": "/a"}) == 1
+    assert store.all_series(60) == ["http.requests"]
+    assert store.read(["up"], 1, T0, T0) == {"up": [None]}
+    assert not redis_client.exists(keys.block("up"), keys.open('http.requests{route="/a"}'))
+    with pytest.raises(ValueError, match="precision 7"):
+        store.series("http.requests", 7)
+
+
+def test_a_foreign_value_under_a_block_key_reads_as_no_block(
+    store: Store, redis_client: redis.Redis
+) -> None:
+    store.apply({"a": {T0: 3}, "b": {T0: 4}})
+    redis_client.set(store.keys.block("a"), "not a block at all, but long enough" * 40)
+    redis_client.set(store.keys.block("b"), b"SB\x01\x09\x01\x00\x00\x00")  # cut short
+    redis_client.hset(store.keys.open("a"), "note", "x")
+    assert store.read(["a", "b"], 60, T0, T0) == {"a": [3], "b": [4]}
+    assert store.get("a", 1) == [(T0, 3)]
+
+
+def test_a_read_that_a_compaction_crosses_reads_again(
+    store: Store, redis_client: redis.Redis
+) -> None:
+    truth = {"a": {T0 - 100: 4, T0 - 10: 5, T0: 6}}
+    store.apply(truth)
+    seal(redis_client, store, "a", T0 - 50)
+    for step, round_trips in [(0, 2), (1, 4), (2, 2)]:
+        # the cleaner runs before the first round trip, between the two, or after both
+        read = block_reading.read(store.context, ["a"], 5, T0 - 100, T0 + 5)
+        result, sent = drive(store, read, step, lambda: seal(redis_client, store, "a", T0 + 1))
+        assert result["a"] == expected(truth["a"], 5, T0 - 100, T0)
+        assert sent == round_trips
+        store.apply({"a": {T0: 1}})  # back in the open hash for the next step
+        truth["a"][T0] += 1
+
+
+def drive(
+    store: Store, operation: Operation[T], step: int, between: Callable[[], object]
+) -> tuple[T, int]:
+    """Run ``operation`` one round trip at a time, ``between()`` ahead of round trip number
+    ``step``; its result and how many round trips it took."""
+    replies: Any = None
+    sent = 0
+    while True:
+        try:
+            batch = operation.send(replies)
+        except StopIteration as done:
+            return done.value, sent
+        if sent == step:
+            between()
+        replies = store.run(_one(batch))
+        sent += 1
+
+
+def _one(batch: Batch) -> Operation[list[Any]]:
+    replies = yield batch
+    return replies
+
+
+def test_a_recorder_writes_open_slices_and_its_mark(
+    store: Store, redis_client: redis.Redis
+) -> None:
+    now = [float(T0)]
+    recorder = Recorder(store, flush_interval=3600, clock=lambda: now[0])
+    try:
+        recorder.add("http.requests", 2, {"route": "/a"}, now=T0 - 50)
+        recorder.add("http.requests", 1, {"route": "/a"})
+        assert recorder.flush()
+        series_id = 'http.requests{route="/a"}'
+        keys = store.keys
+        shard = keys.shard(series_id)
+        assert redis_client.hgetall(keys.open(series_id)) == {str(T0 - 50): "2", str(T0): "1"}
+        writer = recorder._outbox.writer
+        assert redis_client.zrange(keys.marks(shard), 0, -1, withscores=True) == [(writer, T0 - 50)]
+        now[0] = T0 + 1
+        recorder.add("http.requests", 1, {"route": "/a"})
+        assert recorder.flush()
+        assert redis_client.zscore(keys.marks(shard), writer) == T0 + 1
+        for precision in LADDER:
+            assert [n for _, n in store.get("http.requests", precision, {"route": "/a"})] == (
+                [2, 1, 1] if precision == 1 else [2, 2]
+            )
+    finally:
+        recorder.close()
+
+
+def test_a_mark_holds_back_to_what_waits_for_the_same_shard() -> None:
+    outbox = Outbox()
+    outbox.put([Chunk(0, oldest=T0), Chunk(1, oldest=T0 - 50), Chunk(0, oldest=T0 - 20)])
+    assert outbox.mark(0, lambda: T0 + 5) == T0 - 20  # a chunk behind holds older seconds
+    assert outbox.mark(1, lambda: T0 + 5) == T0 - 50
+    assert outbox.mark(0, lambda: T0 - 90) == T0 - 90  # the buffer holds older still
+    assert outbox.mark(2, None) is None  # nothing held for shard 2: the chunk's own second
+
+
+def test_first_seen_values_count_into_the_open_hash_once(
+    redis_url: str, redis_client: redis.Redis
+) -> None:
+    # real time: a unique slice's HyperLogLog expires with its retention, on the server's clock
+    t0 = int(time.time()) // 3600 * 3600 - 3600
+    with Store(Settings(redis_url=redis_url, layout="blocks")) as store:
+        store.add_unique("logins", ["u1", "u2"], first_seen=True, now=t0 + 1)
+        store.add_unique("logins", ["u2", "u3"], first_seen=True, now=t0 + 7)
+        store.add_unique("logins", ["u1", "u3"], first_seen=True, now=t0 + 9)  # seen: nothing
+        store.add_unique("logins", ["u1"], first_seen=True, now=t0 + 61)  # a new minute
+        store.add_unique("logins", ["u1"], first_seen=True, now=t0 + 62)  # sent again
+        assert redis_client.hgetall(store.keys.open("logins")) == {
+            str(t0 + 1): "2",
+            str(t0 + 7): "1",
+            str(t0 + 61): "1",
+        }
+        assert store.get("logins", 60) == [(t0, 3), (t0 + 60, 1)]
+        assert store.get("logins", 5) == [(t0, 2), (t0 + 5, 1), (t0 + 60, 1)]
+        assert store.get("logins", 3600) == [(t0, 4)]  # the sum of its minutes
+        assert store.get_unique("logins", 60) == [(t0, 3), (t0 + 60, 1)]
+        assert store.series("logins", 1) == ["logins"]
+
+
+def test_the_datasource_answers_promql_over_blocks_and_open_slices(
+    store: Store, redis_client: redis.Redis
+) -> None:
+    ids = [f'http.requests{{route="/{r}",status="{s}"}}' for r in range(5) for s in (200, 500)]
+    store.apply({i: {t: 1 for t in range(NOW - 600, NOW)} for i in ids})
+    for series_id in ids:
+        assert len(seal(redis_client, store, series_id, NOW - 300)) == 300
+    app = create_app(store.settings, clock=lambda: NOW)
+
+    def by_status(query: str, at: int) -> list[tuple[str, str]]:
+        body = client.post("/api/v1/query", data={"query": query, "time": str(at)}).json()
+        return sorted((r["metric"]["status"], r["value"][1]) for r in body["data"]["result"])
+
+    with TestClient(app) as client:
+        total = "sum by (status) (increase(http_requests_total[10m]))"
+        assert by_status(total, NOW) == [("200", "3000"), ("500", "3000")]
+        across = "sum by (status) (increase(http_requests_total[1m]))"  # half sealed, half open
+        assert by_status(across, NOW - 270) == [("200", "300"), ("500", "300")]
+        counted = client.post(
+            "/api/v1/query", data={"query": "count(http_requests_total)", "time": str(NOW)}
+        ).json()
+        assert counted["data"]["result"][0]["value"][1] == "10"
+        values = client.post(
+            "/api/v1/label/route/values", data={"match[]": "http_requests_total"}
+        ).json()
+        assert values["data"] == [f"/{r}" for r in range(5)]
