@@ -61,12 +61,15 @@ def eighty_routes() -> dict[str, dict[int, int]]:
     return app_series(80)
 
 
-@pytest.fixture
+@pytest.fixture(params=["book", "blocks"])
 def datasource(
-    settings: Settings, store: Store, eighty_routes: dict[str, dict[int, int]]
+    request: pytest.FixtureRequest, settings: Settings, eighty_routes: dict[str, dict[int, int]]
 ) -> Iterator[TestClient]:
-    store.apply(eighty_routes)
-    with TestClient(create_app(settings, clock=lambda: NOW)) as client:  # default limits
+    """The app's series in a layout (its ladder), and the datasource with the default limits."""
+    laid = settings.with_changes(layout=request.param)
+    with Store(laid, clock=lambda: NOW) as store:
+        store.apply(eighty_routes)
+    with TestClient(create_app(laid, clock=lambda: NOW)) as client:
         yield client
 
 
