@@ -23,12 +23,17 @@ WRITTEN = {  # route: (seconds before now, count): quiet for a second to two day
 }
 
 
-@pytest.fixture
-def quiet(settings: Settings, store: Store) -> Iterator[TestClient]:
-    store.apply({f'x{{route="{route}"}}': {NOW - ago: n} for route, (ago, n) in WRITTEN.items()})
-    # the cleaner at now, as in production: series gone from the fine precisions' registries
-    Cleaner(store, clock=lambda: NOW).run_once()
-    with TestClient(create_app(settings, clock=lambda: NOW)) as client:
+@pytest.fixture(params=["book", "blocks"])
+def quiet(request: pytest.FixtureRequest, settings: Settings) -> Iterator[TestClient]:
+    laid = settings.with_changes(layout=request.param)
+    with Store(laid, clock=lambda: NOW) as store:
+        store.apply(
+            {f'x{{route="{route}"}}': {NOW - ago: n} for route, (ago, n) in WRITTEN.items()}
+        )
+        # the cleaner at now, as in production: series gone from the fine precisions'
+        # registries (the book's), slices sealed into blocks (the blocks layout's)
+        Cleaner(store, clock=lambda: NOW).run_once()
+    with TestClient(create_app(laid, clock=lambda: NOW)) as client:
         yield client
 
 
