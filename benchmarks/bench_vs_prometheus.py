@@ -16,10 +16,12 @@ dashboard ``grafana/dashboards/http-overview-prometheus.json`` go to both as Gra
 (``grafana_refresh.py``: form POSTs, 6 at a time, steps from 900 points a panel: 15 s for the
 last 5 minutes and the last hour, 2 m for the last 24 hours; ``$__rate_interval`` 1m0s, 1m0s,
 2m15s), each refresh R times alternating the servers; p50 and p99 of a refresh, the ratio
-slicecount / Prometheus, and panels refused (4xx). Bytes: Redis's used_memory over the empty
-server's and MEMORY USAGE summed over the keys, per hash field; Prometheus's blocks on disk
-(chunks, index, meta) per sample. Accuracy: ``increase(http_requests_total[1m])`` summed and by
-route over the last hour at a 15 s step, against the requests in [t - 60, t); and
+slicecount / Prometheus, and panels refused (4xx). Bytes: what Redis's keys take (MEMORY
+USAGE summed over the keys, plus the key table), per series, and used_memory over the empty
+server's (which also counts the Lua VM, the script cache and client buffers: ~0.66 MB that a
+FLUSHALL leaves); Prometheus's blocks on disk (chunks, index, meta) per sample. Accuracy:
+``increase(http_requests_total[1m])`` summed and by route over the last hour at a 15 s step,
+against the requests in [t - 60, t); and
 ``count(http_requests_total)`` at the end against the series that had requests. Nothing is
 asserted; a server that does not start exits non-zero. The machine is shared and noisy.
 
@@ -118,7 +120,7 @@ class Sizes:
     """What each side holds after the traffic was written."""
 
     redis_used: int = 0  # used_memory over the empty server's
-    redis_keys: int = 0  # MEMORY USAGE summed over the keys
+    redis_keys: int = 0  # MEMORY USAGE summed over the keys, and the key table's own bytes
     fields: int = 0  # hash fields of count: keys (slices stored)
     keys: int = 0
     prometheus_bytes: int = 0  # the blocks' files
@@ -147,6 +149,8 @@ def write_slicecount(url: str, traffic: Traffic, sizes: Sizes, layout: str) -> N
     if leases:
         client.delete(*leases)
     sizes.redis_used = int(client.info("memory")["used_memory"]) - empty
+    stats = client.memory_stats()
+    sizes.redis_keys = int(stats.get("db.0", {}).get("overhead.hashtable.main", 0))
     for key in client.scan_iter(count=1000):
         sizes.keys += 1
         sizes.redis_keys += int(client.memory_usage(key, samples=0) or 0)
@@ -427,19 +431,23 @@ def report(run: Run, figures: list[Figure]) -> None:
             Figure(f"{key}.{slug}.slicecount.refused", f"{t.routes} routes, {name}, slicecount "
                    "panels refused", len(sc.refused), "panels", "lower"),
         ]  # fmt: skip
-    per_field = s.redis_used / s.fields if s.fields else 0.0
+    per_series = s.redis_keys / len(t.counts) if t.counts else 0.0
     per_sample = s.prometheus_bytes / s.samples if s.samples else 0.0
-    sc_bytes = f"{s.redis_used / 1e6:.2f} MB ({per_field:.1f} B/field)"
+    sc_bytes = f"{s.redis_keys / 1e6:.2f} MB ({per_series:.0f} B/series)"
     prom_bytes = f"{s.prometheus_bytes / 1e6:.2f} MB ({per_sample:.2f} B/sample)"
     print(f"   {'bytes of the history':<34}{sc_bytes:>24}{prom_bytes:>24}"
-          f"{f'{s.redis_used / s.prometheus_bytes:.1f}x':>14}")  # fmt: skip
+          f"{f'{s.redis_keys / s.prometheus_bytes:.2f}x':>14}")  # fmt: skip
     print(
-        f"      slicecount: {s.fields:,} hash fields in {s.keys:,} keys; MEMORY USAGE summed "
-        f"{s.redis_keys / 1e6:.2f} MB. Prometheus: chunks, index and meta of its blocks"
+        f"      slicecount: the keys' MEMORY USAGE and the key table; {s.keys:,} keys, "
+        f"{s.fields:,} hash fields; used_memory over the empty server's "
+        f"{s.redis_used / 1e6:.2f} MB (also the Lua VM, the script cache, client buffers). "
+        "Prometheus: chunks, index and meta of its blocks"
     )
     figures += [
-        Figure(f"{key}.bytes.slicecount", f"{t.routes} routes, Redis used_memory", s.redis_used,
+        Figure(f"{key}.bytes.slicecount", f"{t.routes} routes, Redis keys' bytes", s.redis_keys,
                "B", "lower"),
+        Figure(f"{key}.bytes.slicecount_used", f"{t.routes} routes, Redis used_memory over "
+               "the empty server's", s.redis_used, "B", "lower"),
         Figure(f"{key}.bytes.prometheus", f"{t.routes} routes, Prometheus blocks",
                s.prometheus_bytes, "B", "lower"),
     ]  # fmt: skip

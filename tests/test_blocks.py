@@ -110,3 +110,20 @@ def test_an_empty_block_after_retention_has_no_frames() -> None:
 def test_the_generation_wraps_around_past_zero() -> None:
     last = blocks.plan_splice(Header(0xFFFFFFFF), LADDER, {(1, T0 - T0 % 720): [1] * 720}, {})
     assert read_header(last.apply(b"")).generation == 1
+
+
+def test_a_header_is_small_and_a_lying_one_is_a_block_error() -> None:
+    data = build({T0 + i: 1 for i in range(0, 7200, 3)})
+    header = read_header(data)
+    assert header.size == blocks.header_size(data) < 64  # 3 sections, 16 frames
+    assert blocks.parse_header(header.pack()) == header
+    cut = bytearray(data[: header.size])
+    cut[8] += 1  # the length field says one byte more than the sections take
+    with pytest.raises(BlockError, match="says it has"):
+        blocks.parse_header(bytes(cut) + b"\x00")
+    with pytest.raises(BlockError, match="a block header needs"):
+        blocks.parse_header(data[:13])
+    with pytest.raises(BlockError, match="cut short"):  # a length field past the varints
+        lying = bytearray(data[:10])
+        lying[8:10] = (12).to_bytes(2, "little")
+        blocks.parse_header(bytes(lying) + b"\x85\x85")

@@ -31,7 +31,7 @@ def write_open(
     series: str,
     counts: Mapping[int, int],
 ) -> None:
-    """What the blocks layout's write path does: HINCRBY open:<series> <finest slice> n and
+    """What the blocks layout's write path does: HINCRBY open:<digest> <finest slice> n and
     ZADD known NX 0 0:<series>, in one MULTI."""
     keys, finest = KeySpace(settings.prefix, settings.shards), settings.precisions[0]
     pipe = client.pipeline(transaction=True)

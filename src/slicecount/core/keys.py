@@ -20,8 +20,10 @@ A unique series (distinct values per slice; sharded: ``{s}`` after the first col
 The blocks layout (``Settings.layout = "blocks"``: sealed history in compact blocks; sharded
 as above)::
 
-    P open:<series>     HASH    finest slice start -> count: the slices still open to writers
-    P block:<series>    STRING  the sealed slices of every precision (core/blocks.py)
+    P open:<digest>     HASH    finest slice start -> count: the slices still open to writers
+    P block:<digest>    STRING  the sealed slices of every precision (core/blocks.py)
+
+(``<digest>``: ``series_digest(series)``, 16 characters: the registry member holds the id.)
     P known:            ZSET    member 0:<series> (one per series: 0 stands for every precision)
     P marks:            ZSET    member writer id, score: the oldest second it may still send
 
@@ -32,6 +34,7 @@ A rate limit's hits (whatever the shard count: the identity is the hash tag)::
 
 from __future__ import annotations
 
+import base64
 import hashlib
 from dataclasses import dataclass, field
 from typing import NamedTuple
@@ -159,9 +162,7 @@ class KeySpace:
         if found is not None:
             return found
         shard = self.shard(series_id)
-        counter = Counter(
-            precisions[0], self.series_member(series_id), self._in_slot("open", shard, series_id)
-        )
+        counter = Counter(precisions[0], self.series_member(series_id), self.open(series_id, shard))
         layout = Layout(self.known(shard), (counter,), shard)
         if len(self._layouts) >= LAYOUT_CACHE_SIZE:
             self._layouts.clear()
@@ -171,12 +172,14 @@ class KeySpace:
     def open(self, series_id: str, shard: int | None = None) -> str:
         """Blocks layout: the HASH of a series' open slices (finest precision); ``shard``:
         where a registry of that shard names it (another shard count's, while resharding)."""
-        return self._in_slot("open", self.shard(series_id) if shard is None else shard, series_id)
+        where = self.shard(series_id) if shard is None else shard
+        return self._in_slot("open", where, series_digest(series_id))
 
     def block(self, series_id: str, shard: int | None = None) -> str:
         """Blocks layout: the STRING of a series' sealed slices, every precision (``shard``:
         as for ``open``)."""
-        return self._in_slot("block", self.shard(series_id) if shard is None else shard, series_id)
+        where = self.shard(series_id) if shard is None else shard
+        return self._in_slot("block", where, series_digest(series_id))
 
     def marks(self, shard: int = 0) -> str:
         """Blocks layout: the ZSET of each writer's oldest second it may still send to
@@ -340,6 +343,14 @@ def throttle_tag(identity: str) -> str:
             return identity.translate(_TAG_ESCAPES)
     raw = identity.encode("utf-8", "surrogatepass")
     return "#" + hashlib.blake2b(raw, digest_size=16).hexdigest()
+
+
+def series_digest(series_id: str) -> str:
+    """A series' short name in the blocks layout's keys: 96 bits of its BLAKE2b in base64url
+    (16 characters). A key costs Redis its name once more; a series id is ~80 bytes, and a
+    block of a quiet series a few hundred: the registry member keeps the id itself."""
+    raw = series_id.encode("utf-8", "surrogatepass")
+    return base64.urlsafe_b64encode(hashlib.blake2b(raw, digest_size=12).digest()).decode()
 
 
 def _glob_escape(text: str) -> str:
