@@ -6,13 +6,17 @@ import asyncio
 import json
 from typing import Any
 
+import pytest
+
 from slicecount.config import Settings
+from slicecount.datasource import subtrees
 from slicecount.datasource.limits import Limits
 from slicecount.datasource.prometheus import api
 from slicecount.datasource.prometheus.params import Params
 from slicecount.datasource.reader import Reader
 from slicecount.datasource.subtrees import lowest_aggregations, ready
-from slicecount.promql.ast import VectorSelector, walk
+from slicecount.promql.ast import Aggregate, Node, VectorSelector, walk
+from slicecount.promql.engine import Evaluator, Result
 from slicecount.promql.parser import parse
 from slicecount.promql.values import Grid, Raw
 from slicecount.store import Store
@@ -35,18 +39,24 @@ def test_the_lowest_aggregations_over_selectors() -> None:
 def test_an_aggregation_is_computed_once_for_every_query_that_has_it() -> None:
     grid = Grid((60.0, 120.0), 60, 0, 0, 180, 200.0)
 
-    def data(node: Any) -> dict[VectorSelector, list[Raw]]:
+    raws = [Raw({"a": "1"}, [0, 2, 5]), Raw({"a": "2"}, [0, 1, 1])]  # what x matched
+
+    def data(node: Any, matched: list[Raw] = raws) -> dict[VectorSelector, list[Raw]]:
         (selector,) = [n for n in walk(node) if isinstance(n, VectorSelector)]
-        return {selector: [Raw({"a": "1"}, [0, 2, 5]), Raw({"a": "2"}, [0, 1, 1])]}
+        return {selector: matched}
 
     shared: dict[Any, Any] = {}
     first, second = parse("sum(rate(x[1m])) * 2"), parse("sum(rate(x[1m])) / 3")
-    given, computed = ready(first, grid, data(first), 10_000, shared)
+    given, computed = ready(first, grid, data(first), 10_000, shared, data(first))
     assert computed > 0 and len(shared) == 1
     (series,) = next(iter(given.values()))
     assert series.values == [2 / 60 + 1 / 60, 3 / 60]
-    again, computed = ready(second, grid, data(second), 10_000, shared)
+    again, computed = ready(second, grid, data(second), 10_000, shared, data(second))
     assert computed == 0 and next(iter(again.values())) is next(iter(given.values()))
+    # x discovered anew (another answer, a series more): computed again, not shared
+    anew = data(second, [*raws, Raw({"a": "3"}, [0, 0, 4])])
+    fresh, computed = ready(second, grid, anew, 10_000, shared, anew)
+    assert computed > 0 and next(iter(fresh.values()))[0].values == [3 / 60, 7 / 60]
 
 
 def histograms(store: Store) -> None:
@@ -60,9 +70,18 @@ def histograms(store: Store) -> None:
 
 
 def test_the_quantile_panels_of_one_refresh_answer_as_each_alone(
-    settings: Settings, store: Store
+    settings: Settings, store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     histograms(store)
+    sums: list[str] = []  # the aggregations computed for sharing
+
+    class Counting(Evaluator):
+        def evaluate(self, node: Node) -> Result:
+            if isinstance(node, Aggregate):
+                sums.append(node.op)
+            return super().evaluate(node)
+
+    monkeypatch.setattr(subtrees, "Evaluator", Counting)
     forms = [
         Params([("query", QUANTILE.format(q=q)), ("start", str(NOW - HOUR)), ("end", str(NOW)),
                 ("step", "15")])
@@ -89,6 +108,7 @@ def test_the_quantile_panels_of_one_refresh_answer_as_each_alone(
             return json.loads((await api.query_range(reader, form)).body)
 
     shared = asyncio.run(together())
+    assert sums == ["sum"]  # once for the three panels
     first, *others = kept  # one read, one place for what is computed from it: one sum
     assert first is not None and all(other is first for other in others) and len(kept) == 3
     quantile: Any = parse(QUANTILE.format(q=1))

@@ -107,7 +107,9 @@ async def _run(
             ready = plan.unions.ready(counted)
             shared = None if plan.unions.lines else reader.shared_results(read)
             if shared is not None:  # aggregations other requests of the read compute too
-                given, computed = subtrees.ready(plan.query.node, on, data, budget, shared)
+                given, computed = subtrees.ready(
+                    plan.query.node, on, data, budget, shared, plan.found
+                )
                 ready.update(given)
                 budget -= computed
             evaluator = Evaluator(on, data, budget, ready)

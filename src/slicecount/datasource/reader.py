@@ -87,8 +87,9 @@ class Reader:
             value: T = hit[1]
             return value
         value = await load()
-        if hit is not None and hit[1] == value:
-            value = hit[1]  # unchanged: what was derived from it (``derived``) still holds
+        latest = self._cache.get(key)  # another request's load may have ended meanwhile
+        if latest is not None and latest[1] == value:
+            value = latest[1]  # unchanged: what was derived from it (``derived``) still holds
         if len(self._cache) > _MAX_CACHED:
             self._cache.clear()
         self._cache[key] = (now, value)

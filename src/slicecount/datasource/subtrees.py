@@ -37,17 +37,24 @@ def ready(
     data: Mapping[VectorSelector, Sequence[Raw]],
     budget: int,
     shared: MutableMapping[Hashable, Any],
+    found: Mapping[VectorSelector, object],
 ) -> tuple[dict[Node, list[Series]], int]:
     """The lowest aggregations of ``node`` on ``grid``, each from ``shared`` or computed
-    (and put there), and the points computed (EvaluationError past ``budget``)."""
+    (and put there), and the points computed (EvaluationError past ``budget``). ``found``:
+    what each selector matched (discovery's answer): one is shared only when its selectors
+    matched the very same (a series discovered in between makes it computed anew)."""
     out: dict[Node, list[Series]] = {}
     computed = 0
     for aggregate in lowest_aggregations(node):
         key = ("aggregation", repr(aggregate), grid)
-        found = shared.get(key)
-        if found is None:
-            evaluator = Evaluator(grid, data, budget - computed)
-            found = shared[key] = as_vector(evaluator.evaluate(aggregate))
-            computed += evaluator.computed
-        out[aggregate] = found
+        matched = [found.get(n) for n in walk(aggregate) if isinstance(n, VectorSelector)]
+        hit = shared.get(key)
+        if hit is not None and all(a is b for a, b in zip(hit[0], matched, strict=True)):
+            out[aggregate] = hit[1]
+            continue
+        evaluator = Evaluator(grid, data, budget - computed)
+        result = as_vector(evaluator.evaluate(aggregate))
+        computed += evaluator.computed
+        shared[key] = (matched, result)  # holding ``matched``: their ids stay theirs
+        out[aggregate] = result
     return out, computed
