@@ -15,6 +15,7 @@ import asyncio
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import accumulate
+from operator import add
 
 from slicecount.datasource import subtrees
 from slicecount.datasource.concurrency import all_done
@@ -240,6 +241,6 @@ class Sums:
                 found = list(accumulate(self.counts[parts[0]], initial=0))
             else:
                 below, last = self.of(parts[:-1]), self.of(parts[-1:])
-                found = [a + b for a, b in zip(below, last, strict=True)]
+                found = list(map(add, below, last))  # in C; the same length
             self.known[parts] = found
         return found
