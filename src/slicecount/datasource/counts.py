@@ -10,7 +10,7 @@ knowing.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import NamedTuple, TypeVar
 
 from slicecount.datasource.prometheus.names import Derived
@@ -143,3 +143,26 @@ def _table(derived: Sequence[Derived], every: Ints, sizes: Ints, rows: list[int]
     table = Table.of_counts([d.labels for d in derived], every[picked], scales)
     table.sizes = np.minimum(table.sizes, sizes[picked] + 1)
     return table
+
+
+class Tables(Mapping[K, Table]):
+    """Each selector's table, built when the engine first asks for it (not at all for a
+    selector under an aggregation that came ready)."""
+
+    def __init__(self, found: Mapping[K, Sequence[Derived]], read: Rows) -> None:
+        self.found, self.read = found, read
+        self.built: dict[K, Table] = {}
+
+    def __getitem__(self, selector: K) -> Table:
+        built = self.built.get(selector)
+        if built is None:
+            built = self.built[selector] = tables({selector: self.found[selector]}, self.read)[
+                selector
+            ]
+        return built
+
+    def __iter__(self) -> Iterator[K]:
+        return iter(self.found)
+
+    def __len__(self) -> int:
+        return len(self.found)
