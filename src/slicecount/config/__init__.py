@@ -29,8 +29,9 @@ DEFAULT_RETENTION = 120
 """Slices kept per precision; below 128 every hash stays in Redis's compact listpack encoding."""
 LAYOUTS = ("book", "blocks")
 """How counts are kept: the book's hash per series and precision, or compact blocks."""
-DEFAULT_LAYOUT = "book"
-"""The book's layout: one hash per series and precision, one field per slice."""
+DEFAULT_LAYOUT = "blocks"
+"""Compact blocks: the layout that meets the memory and speed goals (docs/architecture.md); the
+book's (one hash per series and precision, one field per slice) is ``layout="book"``."""
 BLOCKS_PRECISIONS = (1, 5, 60, 3600, 86400)
 """The blocks layout's ladder: every Grafana step from 5 minutes to 30 days divides into whole
 slices of one of them."""
