@@ -184,12 +184,15 @@ def test_connections_killed_while_big_batches_are_in_flight_lose_and_double_noth
     store.close()
 
 
+@pytest.mark.layouts("book", "blocks")
 def test_a_numbered_chunk_sent_twice_is_applied_once(
     store: Store, redis_client: redis.Redis
 ) -> None:
     from slicecount.operations.writing import prepare
 
-    redis_client.set("count:60:clash", "not a hash")
+    keys = store.keys  # a key of "clash" taken by a string: the book's 60 s hash, or its open hash
+    clash = keys.counter(60, "clash") if store.settings.layout == "book" else keys.open("clash")
+    redis_client.set(clash, "not a hash")
     chunks, _, _ = prepare(store.context, {1_700_000_000: {"clash": 1, "fine": 1}})
     first = store.write_chunk(chunks[0], "w", 1)
     again = store.write_chunk(chunks[0], "w", 1)  # the reply of the first was "lost"
