@@ -184,17 +184,19 @@ class Settings:
     prefix: str = ""
     """Put before every key (``P`` in the key layout), so that several apps share a Redis."""
     layout: str = DEFAULT_LAYOUT
-    """How counts are kept in Redis: ``book`` (a hash per series and precision, one field per
-    slice: the book's keys) or ``blocks`` (per series, a hash of the slices still open and one
-    string of compact blocks of the sealed ones, every precision; the cleaner seals them)."""
+    """How counts are kept in Redis: ``blocks`` (per series, a hash of the slices still open and
+    one string of compact blocks of the sealed ones, every precision; the cleaner seals them:
+    fine slices kept for days in fewer bytes) or ``book`` (a hash per series and
+    precision, one field per slice: the book's keys, read and written by its
+    ``update_counter``/``get_counter``)."""
     precisions: tuple[int, ...] = ()
-    """Slice lengths in seconds; empty: the layout's ladder, the book's
-    ``1,5,60,300,3600,18000,86400`` (1 s to 1 day), or with blocks ``1,5,60,3600,86400``."""
+    """Slice lengths in seconds; empty: the layout's ladder, with blocks ``1,5,60,3600,86400``,
+    or the book's ``1,5,60,300,3600,18000,86400`` (1 s to 1 day)."""
     retention: Mapping[int, int] | int | str | None = None
     """Slices kept per precision: ``120``, or some precisions apart, ``1=300,60=1440`` (the
-    others keep 120); none: 120 (below 128 a hash stays in Redis's compact listpack
-    encoding), or with blocks and their ladder ``1=600,5=34560,60=44640,3600=9600,86400=1830``
-    (10 minutes, 2 days, 31 days, 400 days, 5 years)."""
+    others keep 120); none: with blocks and their ladder
+    ``1=600,5=34560,60=44640,3600=9600,86400=1830`` (10 minutes, 2 days, 31 days, 400 days,
+    5 years), else 120 (below 128 a book's hash stays in Redis's compact listpack encoding)."""
     flush_interval: float = DEFAULT_FLUSH_INTERVAL
     close_timeout: float = DEFAULT_CLOSE_TIMEOUT
     """Seconds ``Recorder.close()`` (and the exit of the process) keeps trying to write what
