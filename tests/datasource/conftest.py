@@ -119,7 +119,10 @@ def settings(redis_url: str, layout: str) -> Settings:
     """The test's layout with the book's ladder, the one these tests' numbers are written for
     (120 slices each: 60 s cover 2 h, 300 s 10 h...); the blocks layout takes any ladder."""
     return Settings(
-        redis_url=redis_url, layout=layout, precisions=DEFAULT_PRECISIONS, retention=DEFAULT_RETENTION
+        redis_url=redis_url,
+        layout=layout,
+        precisions=DEFAULT_PRECISIONS,
+        retention=DEFAULT_RETENTION,
     )
 
 
