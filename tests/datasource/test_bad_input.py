@@ -244,6 +244,24 @@ def test_over_the_work_budget_is_422_before_any_slice_is_read(
         assert reads in redis_client.info("commandstats")
 
 
+def test_the_blocks_layout_reads_8_points_for_the_cost_of_a_hash_field(
+    ds_settings: Settings,
+) -> None:
+    blocks = ds_settings.with_changes(layout="blocks")
+    with Store(blocks, clock=lambda: NOW) as store:
+        write_known_data(store)
+    for budget, status in ((271, 200), (270, 422)):  # 3 series x 721 slices of 5 s: 270.4
+        limits = Limits(max_request_points=budget)
+        with TestClient(create_app(blocks, limits=limits, clock=lambda: NOW)) as client:
+            response = client.post("/query", json=query("http.requests"))
+        assert response.status_code == status, response.text
+    assert response.json()["message"].startswith("the query reads 2,163 points (series x")
+    assert (
+        "more than the work budget max_request_points = 270 (2,160 points in the blocks layout, "
+        "which reads 8 for the cost of a hash field)" in response.json()["message"]
+    )
+
+
 def test_the_query_of_issue_11_is_over_the_default_budget(
     roomy_client: TestClient, store: Store, redis_client: Any
 ) -> None:
@@ -258,6 +276,6 @@ def test_the_query_of_issue_11_is_over_the_default_budget(
     assert response.json()["message"].startswith(
         "the query reads 5,500,000 points (series x points per series, summed over its "
         "targets; target 'W': 500 series x 11,000 points at precision 1 s), more than the "
-        "work budget max_request_points = 500,000"
+        "work budget max_request_points = 2,000,000"
     )
     assert "cmdstat_hmget" not in redis_client.info("commandstats")

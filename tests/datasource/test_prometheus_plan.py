@@ -175,3 +175,12 @@ def test_nothing_covers_the_range() -> None:
 def test_needs_tell_windows_and_totals_apart() -> None:
     got = [(n.span, n.absolute) for n in needs(parse("rate(a[5m]) + b + max_over_time(c[1m])"))]
     assert sorted(got) == [(0.0, True), (60.0, True), (300.0, False)]
+
+
+def test_an_instant_query_of_totals_reads_the_precision_kept_longest() -> None:
+    assert choice("count(x)", [NOW], None)[0] == 86400
+    assert choice("x - x offset 1h", [NOW], None)[0] == 86400
+    assert choice("x + rate(x[1m])", [NOW], None)[0] == 1  # a window: its own precision
+    assert choice("x", evaluation_times(NOW - 60, NOW, 15), 15)[0] == 1  # a graph: unchanged
+    longest = Settings(precisions=(1, 60, 3600), retention="1=1000000,60=100,3600=100")
+    assert choose(longest, needs(parse("x")), [NOW], None, NOW, 11_000).precision == 1

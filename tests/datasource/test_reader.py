@@ -11,8 +11,9 @@ import pytest
 
 from slicecount.config import Settings
 from slicecount.datasource import endpoints
+from slicecount.datasource.concurrency import all_done
 from slicecount.datasource.limits import LimitExceeded, Limits
-from slicecount.datasource.reader import READS_IN_FLIGHT, Reader, all_done
+from slicecount.datasource.reader import READS_IN_FLIGHT, Reader
 from slicecount.store import Store
 from slicecount.store.asyncio import AsyncStore
 from tests.datasource.conftest import HOUR, NOW, legacy_body, write_known_data
@@ -209,9 +210,9 @@ def test_over_the_work_budget_nothing_is_read(data: Settings) -> None:
     assert asyncio.run(scenario(501)).kinds() == ["series"] * 3 + ["read", "read", "annotations"]
 
 
-def heavy_body(series: int, points: int) -> dict[str, Any]:
+def heavy_body(series: int, points: int, end: int = NOW) -> dict[str, Any]:
     target = {"target": "load", "refId": "A", "payload": {"precision": "1"}}
-    return legacy_body([target], NOW - points + 1, NOW)
+    return legacy_body([target], end - points + 1, end)
 
 
 @pytest.fixture
@@ -224,20 +225,24 @@ def load(settings: Settings, store: Store) -> Settings:
 
 @pytest.mark.parametrize("turns", [1, 2])
 def test_heavy_requests_take_turns(load: Settings, turns: int) -> None:
-    """Two heavy requests at once: with one turn, the reads of one never overlap the other's."""
+    """Two heavy requests at once: with one turn, the reads of one never overlap the other's
+    (they end a second apart: the same read would be shared)."""
     limits = Limits(max_inline_points=10_000, heavy_requests=turns)
-    body = heavy_body(50, 600)
+    bodies = [heavy_body(50, 600), heavy_body(50, 600, NOW - 1)]
 
     async def scenario() -> tuple[CountingStore, list[Any]]:
         counting = CountingStore(load)
         counting.read_delay = 0.3  # long enough for two turns to overlap on a busy machine
         async with counting:
             reader = Reader(counting, limits, clock=lambda: NOW)
-            answers = await asyncio.gather(*(endpoints.query(reader, body) for _ in range(2)))
+            answers = await asyncio.gather(*(endpoints.query(reader, b) for b in bodies))
             return counting, [json.loads(a.body) for a in answers]
 
     store, (first, second) = asyncio.run(scenario())
-    assert first == second and len(first) == 50 and len(first[0]["datapoints"]) == 600
+    assert len(first) == len(second) == 50
+    assert len(first[0]["datapoints"]) == len(second[0]["datapoints"]) == 600
+    assert [sum(v for v, _ in f["datapoints"]) for f in first] == [600] * 50
+    assert [sum(v for v, _ in f["datapoints"]) for f in second] == [599] * 50
     assert store.kinds().count("read") == 2 * 2  # 30 000 points: 2 chunks of 27 series at most
     assert store.most_reads_in_flight == READS_IN_FLIGHT * turns
 
@@ -261,3 +266,19 @@ def test_light_requests_do_not_wait_behind_heavy_ones(load: Settings) -> None:
             assert len(json.loads((await heavy).body)) == 50
 
     asyncio.run(scenario())
+
+
+def test_an_unchanged_discovery_answer_is_the_same_object(data: Settings, store: Store) -> None:
+    """What a query derives from discovery (the names, the series a selector matches) is
+    remembered with the very answer: asked again and unchanged, it is kept, not rebuilt."""
+
+    async def scenario() -> tuple[bool, bool, int]:
+        async with CountingStore(data) as counting:
+            reader = Reader(counting, Limits(), clock=lambda: NOW, ttl=0)
+            first = await reader.series_of("http.requests", 60)
+            again = await reader.series_of("http.requests", 60)
+            store.apply({'http.requests{method="GET",route="/c",status="200"}': {NOW - 5: 1}})
+            changed = await reader.series_of("http.requests", 60)
+            return again is first, changed is first, len(changed) - len(first)
+
+    assert asyncio.run(scenario()) == (True, False, 1)

@@ -13,6 +13,7 @@ from typing import Any
 
 from slicecount.core.slices import slice_starts
 from slicecount.datasource import discovery, frames, rewrites, targets
+from slicecount.datasource.concurrency import all_done
 from slicecount.datasource.discovery import SeriesInfo
 from slicecount.datasource.execute import Answer, run
 from slicecount.datasource.limits import LimitExceeded
@@ -30,7 +31,7 @@ from slicecount.datasource.protocol import (
     require_object,
     visible_targets,
 )
-from slicecount.datasource.reader import Reader, all_done
+from slicecount.datasource.reader import Reader
 from slicecount.datasource.render import Rendered, render
 from slicecount.errors import QueryError
 from slicecount.promql.ast import Call

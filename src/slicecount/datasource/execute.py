@@ -12,19 +12,24 @@ compute) waits its turn and is evaluated and encoded in a worker thread.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import accumulate
+from operator import add
 
+from slicecount.datasource import subtrees
+from slicecount.datasource.concurrency import all_done
 from slicecount.datasource.discovery import SeriesInfo
+from slicecount.datasource.distinct_times import collapse, expand
+from slicecount.datasource.limits import Limits
 from slicecount.datasource.planning import Plan, Query, plan_queries
-from slicecount.datasource.prometheus.names import Catalogue
+from slicecount.datasource.prometheus.names import Catalogue, Derived
 from slicecount.datasource.prometheus.plan import needs
-from slicecount.datasource.reader import Reader, all_done
+from slicecount.datasource.reader import Reader
 from slicecount.errors import MissingExtra
 from slicecount.promql.ast import NAME_LABEL, VectorSelector, walk
 from slicecount.promql.engine import Evaluator, Result
-from slicecount.promql.values import Grid, Raw
+from slicecount.promql.values import EvaluationError, Grid, Raw, Series
 
 try:
     import anyio.to_thread
@@ -59,6 +64,18 @@ async def run(
 ) -> bytes:
     """Plan, discover, check, read, evaluate and encode ``queries``, in order; ``alongside``
     (a simPod request's annotations) runs with the reads, once the request is checked."""
+    with reader.request() as arrived:
+        return await _run(reader, queries, names, finish, alongside, arrived)
+
+
+async def _run(
+    reader: Reader,
+    queries: Sequence[Query],
+    names: Listing,
+    finish: Finish,
+    alongside: Callable[[], Awaitable[None]] | None,
+    arrived: float,
+) -> bytes:
     wanted = [needs(q.node, q.step or 0.0 if q.partial else 0.0) for q in queries]
     counters: Sequence[SeriesInfo] = ()
     distinct: Sequence[SeriesInfo] = ()
@@ -85,27 +102,44 @@ async def run(
             grid = plan.choice.grid
             read = counts.get(_read_key(plan), {})
             sliced = {i: _counts(read.get(i, []), plan.slices) for i in plan.ids}
-            sums = Sums(sliced, plan.slices)
-            data = {
-                selector: [
-                    Raw(d.labels, None, d.scale, sliced[d.parts[0]])
-                    if len(d.parts) == 1
-                    else Raw(d.labels, sums.of(d.parts), d.scale)
-                    for d in derived
-                ]
-                for selector, derived in plan.found.items()
-            }
-            evaluator = Evaluator(grid, data, budget, plan.unions.ready(counted))
+            data = Selected(plan.found, sliced, Sums(sliced, plan.slices))
+            collapsed = None if plan.unions.lines else collapse(grid, plan.query.node)
+            on = collapsed[0] if collapsed else grid
+            ready = plan.unions.ready(counted)
+            shared = None if plan.unions.lines else reader.shared_results(read)
+            if shared is not None:  # aggregations other requests of the read compute too
+                given, computed = subtrees.ready(
+                    plan.query.node, on, data, budget, shared, plan.found
+                )
+                ready.update(given)
+                budget -= computed
+            evaluator = Evaluator(on, data, budget, ready)
             result = evaluator.evaluate(plan.query.node)
             budget -= evaluator.computed
+            if collapsed:  # what was computed per reading is answered at every time
+                budget -= _answered(result, len(grid.times), budget, reader.limits)
+                result = expand(result, collapsed[1])
             answers.append(Answer(result, grid, plan.choice.infos, _stored(plan, catalogue)))
         return finish(answers, catalogue.warnings)
 
     if work <= reader.limits.max_inline_points:
-        return compute(*await _read(reader, plans, alongside))
+        return compute(*await _read(reader, plans, alongside, arrived))
     async with reader.heavy():
-        counts, distinct_counts = await _read(reader, plans, alongside)
+        counts, distinct_counts = await _read(reader, plans, alongside, arrived)
         return await anyio.to_thread.run_sync(lambda: compute(counts, distinct_counts))
+
+
+def _answered(result: Result, times: int, budget: int, limits: Limits) -> int:
+    """The points of an answer at every time: EvaluationError past what is left of the
+    budget."""
+    points = (len(result) if result and isinstance(result[0], Series) else 1) * times
+    if points > budget:
+        raise EvaluationError(
+            f"the query answers {points:,} points (its series x its times), more than "
+            f"{limits.max_computed_points:,} with what it computed (max_computed_points): match "
+            "fewer series, aggregate with sum by (...) or shorten the range"
+        )
+    return points
 
 
 def _read_key(plan: Plan) -> tuple[int, int, int]:
@@ -113,15 +147,21 @@ def _read_key(plan: Plan) -> tuple[int, int, int]:
 
 
 async def _read(
-    reader: Reader, plans: Sequence[Plan], alongside: Callable[[], Awaitable[None]] | None
+    reader: Reader,
+    plans: Sequence[Plan],
+    alongside: Callable[[], Awaitable[None]] | None,
+    arrived: float,
 ) -> tuple[dict[tuple[int, int, int], dict[str, list[int | None]]], list[list[int]]]:
-    """The slices of every query, one read per (precision, first, last) for all of them, and
-    the unions each counts, concurrently."""
+    """The slices of every query, one read per (precision, first, last) for all of them
+    (shared with the requests that arrived before it started), and the unions each counts,
+    concurrently."""
     groups: dict[tuple[int, int, int], dict[str, None]] = {}
     for plan in plans:
         groups.setdefault(_read_key(plan), {}).update(dict.fromkeys(plan.ids))
     reads = {
-        key: asyncio.ensure_future(reader.read_slices(list(ids), key[0], key[1], key[2] - key[0]))
+        key: asyncio.ensure_future(
+            reader.read_slices(list(ids), key[0], key[1], key[2] - key[0], arrived)
+        )
         for key, ids in groups.items()
         if ids
     }
@@ -155,6 +195,36 @@ def _counts(counts: Sequence[int | None], slices: int) -> Sequence[int]:
     return counts  # type: ignore[return-value]  # no None
 
 
+class Selected(Mapping[VectorSelector, Sequence[Raw]]):
+    """The series of each selector, built when the engine first asks for them (not at all
+    for a selector under an aggregation that came ready)."""
+
+    def __init__(
+        self, found: dict[VectorSelector, list[Derived]], sliced: dict[str, Sequence[int]],
+        sums: Sums,
+    ) -> None:  # fmt: skip
+        self.found, self.sliced, self.sums = found, sliced, sums
+        self.built: dict[VectorSelector, list[Raw]] = {}
+
+    def __getitem__(self, selector: VectorSelector) -> list[Raw]:
+        built = self.built.get(selector)
+        if built is None:
+            sliced, sums = self.sliced, self.sums
+            built = self.built[selector] = [
+                Raw(d.labels, None, d.scale, sliced[d.parts[0]])
+                if len(d.parts) == 1
+                else Raw(d.labels, sums.of(d.parts), d.scale)
+                for d in self.found[selector]
+            ]
+        return built
+
+    def __iter__(self) -> Iterator[VectorSelector]:
+        return iter(self.found)
+
+    def __len__(self) -> int:
+        return len(self.found)
+
+
 class Sums:
     """The running totals of sums of stored series. A histogram's cumulative buckets are the
     prefixes of one list of parts, so each is the one below plus one series: remembered, the
@@ -171,6 +241,6 @@ class Sums:
                 found = list(accumulate(self.counts[parts[0]], initial=0))
             else:
                 below, last = self.of(parts[:-1]), self.of(parts[-1:])
-                found = [a + b for a, b in zip(below, last, strict=True)]
+                found = list(map(add, below, last))  # in C; the same length
             self.known[parts] = found
         return found

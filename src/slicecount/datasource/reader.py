@@ -1,22 +1,24 @@
 """The datasource's one link to Redis: discovery (cached) and slice reads, through the AsyncStore.
 
 The Reader owns what every endpoint shares: the store (and its settings), the limits, the clock,
-the discovery cache and the turns of heavy requests. A query (``execute``) takes two concurrent
-rounds: the series of every selector, then (once the work is checked) their slices and unions,
-in chunks so that no reply holds the event loop for long.
+the discovery cache (an unchanged answer kept as the same object, so what was derived from it
+holds), the turns of heavy requests and the reads requests share (``concurrency``). A query
+(``execute``) takes two concurrent rounds: the series of every selector, then (once the work
+is checked) their slices and unions, in chunks so that no reply holds the event loop for long.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable, Callable, Sequence
+from contextlib import AbstractContextManager
 from typing import Any, TypeVar
 
 from slicecount.config import Settings
 from slicecount.core.histogram import BUCKET_SUFFIX
 from slicecount.core.series import parse
+from slicecount.datasource.concurrency import SharedReads, Turns, all_done
 from slicecount.datasource.discovery import SeriesInfo
 from slicecount.datasource.limits import Limits
 from slicecount.operations.unique_reading import Group, kept_precisions
@@ -43,23 +45,6 @@ _Load = tuple[Any, Callable[[], Awaitable[list[SeriesInfo]]]]
 """A discovery cache key and how to load its answer."""
 
 
-class Turns:
-    """At most ``size`` holders at once, the others waiting in arrival order. The semaphore is
-    made in the running loop (a test client may start a new loop for the same app)."""
-
-    def __init__(self, size: int) -> None:
-        self.size = size
-        self._gate: tuple[asyncio.AbstractEventLoop, asyncio.Semaphore] | None = None
-
-    @asynccontextmanager
-    async def __call__(self) -> AsyncIterator[None]:
-        loop = asyncio.get_running_loop()
-        if self._gate is None or self._gate[0] is not loop:
-            self._gate = (loop, asyncio.Semaphore(self.size))
-        async with self._gate[1]:
-            yield
-
-
 class Reader:
     """What the endpoints need from Redis, with a small TTL cache for discovery."""
 
@@ -78,6 +63,7 @@ class Reader:
         self._cache: dict[Any, tuple[float, Any]] = {}
         self._parsed: dict[str, SeriesInfo] = {}
         self._derived: dict[Any, tuple[tuple[object, ...], Any]] = {}
+        self._shared = SharedReads[dict[str, list[int | None]]](2 * limits.max_request_points)
 
     @property
     def settings(self) -> Settings:
@@ -101,6 +87,9 @@ class Reader:
             value: T = hit[1]
             return value
         value = await load()
+        latest = self._cache.get(key)  # another request's load may have ended meanwhile
+        if latest is not None and latest[1] == value:
+            value = latest[1]  # unchanged: what was derived from it (``derived``) still holds
         if len(self._cache) > _MAX_CACHED:
             self._cache.clear()
         self._cache[key] = (now, value)
@@ -243,15 +232,33 @@ class Reader:
         return await self.store.annotations(start, end, tags, ANNOTATION_LIMIT)
 
     async def read_slices(
-        self, ids: Sequence[str], precision: int, first: int, last: int
+        self, ids: Sequence[str], precision: int, first: int, last: int, since: float | None = None
     ) -> dict[str, list[int | None]]:
         """The counts of the slices from start ``first`` to start ``last`` of every series,
-        in chunks of READ_CHUNK_POINTS, READS_IN_FLIGHT at once."""
+        in chunks of READ_CHUNK_POINTS, READS_IN_FLIGHT at once. ``since``: when the request
+        arrived (``time.monotonic()``): the same read of another request started since then
+        answers it too (``sharing``)."""
         if last < first or not ids:
             return {i: [] for i in ids}
+        if since is not None:
+            points = len(ids) * ((last - first) // precision + 1)
+            key = (precision, first, last, tuple(ids))
+            return await self._shared.read(
+                key, points, since, lambda: self.read_slices(ids, precision, first, last)
+            )
         tasks = self._start_reads(ids, precision, first, last, asyncio.Semaphore(READS_IN_FLIGHT))
         await all_done(tasks)
         return _merged(tasks)
+
+    def request(self) -> AbstractContextManager[float]:
+        """A request under way, from its arrival (``time.monotonic()``, given) to its answer:
+        the reads that started since it arrived answer it too (``read_slices``' ``since``)."""
+        return self._shared.request()
+
+    def shared_results(self, read: object) -> dict[Any, Any] | None:
+        """Where what is computed from a shared read (``read_slices``' answer) is kept for
+        the requests it answers (``subtrees``); None when the read is not shared."""
+        return self._shared.results(read)  # type: ignore[arg-type]  # any object: by id
 
     def _start_reads(
         self, ids: Sequence[str], precision: int, first: int, last: int, gate: asyncio.Semaphore
@@ -276,18 +283,6 @@ def _merged(
 
 def _chunks(ids: list[str], size: int) -> list[list[str]]:
     return [ids[i : i + size] for i in range(0, len(ids), size)]
-
-
-async def all_done(tasks: Sequence[asyncio.Future[Any]]) -> None:
-    """Wait for every task; on the first failure cancel the others, so no Redis call outlives
-    its request, and raise it."""
-    try:
-        await asyncio.gather(*tasks)
-    except BaseException:
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        raise
 
 
 def union_parts(groups: Sequence[Group], limit: int = UNION_SLICES_PER_CALL) -> list[list[Group]]:

@@ -127,6 +127,9 @@ def choose(
     covering = [p for p in precisions if oldest(p) <= edges(p)[1] and slices(p) <= max_slices]
     infos: list[str] = []
     chosen = None
+    if _totals_only(wanted, times, step, among, partial):
+        longest = _longest_kept(settings, precisions, now)
+        covering = [longest] if oldest(longest) <= edges(longest)[1] else []
     for rank in (1, 0):  # dividing windows and step, then windows only
         dividing = [p for p in covering if _divides(wanted, step, p)[rank]]
         if dividing:
@@ -181,6 +184,26 @@ def choose(
         point=int(step or 0) if partial else 0,
     )
     return Choice(grid, tuple(dict.fromkeys(infos)))
+
+
+def _totals_only(
+    wanted: Sequence[Need],
+    times: Sequence[float],
+    step: float | None,
+    among: Sequence[int] | None,
+    partial: bool,
+) -> bool:
+    """An instant query whose selectors are all instant (``count(x)``, ``x``, ``topk(5, x)``):
+    each series' value is its running total, and every series with counts in retention is
+    one, as a Prometheus counter stays exposed while it is quiet. It reads the precision kept
+    longest, whatever its slice (there is no window to divide)."""
+    instant = step is None and len(times) == 1 and among is None and not partial
+    return instant and all(n.span == 0 and n.absolute and not n.distinct for n in wanted)
+
+
+def _longest_kept(settings: Settings, precisions: Sequence[int], now: float) -> int:
+    """The precision whose retention reaches furthest back (the finest of equals)."""
+    return min(precisions, key=lambda p: (oldest_kept(p, settings.retention_for(p), now), p))
 
 
 def _retained(settings: Settings, p: int) -> str:

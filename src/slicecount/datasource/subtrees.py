@@ -1,0 +1,60 @@
+"""Aggregations computed once for the queries that read the same slices. Pure.
+
+The p50, p95 and p99 panels of a histogram differ only in the quantile: each aggregates
+the same buckets with ``sum by (le, route) (rate(...[w]))``, the costly part. The lowest
+aggregations of a query (those over selectors, with no aggregation below them) are
+computed from a shared read once, remembered with it (``Reader.shared_results``) by their
+text and grid, and handed to the engine ready for every query that has them, which only
+copies them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Mapping, MutableMapping, Sequence
+from typing import Any
+
+from slicecount.promql.ast import Aggregate, Node, VectorSelector, walk
+from slicecount.promql.engine import Evaluator, as_vector
+from slicecount.promql.values import Grid, Raw, Series
+
+
+def lowest_aggregations(node: Node) -> list[Aggregate]:
+    """The aggregations over selectors with no aggregation below them, in tree order."""
+    out = []
+    for item in walk(node):
+        if isinstance(item, Aggregate):
+            below = walk(item.expr)
+            if not any(isinstance(b, Aggregate) for b in below) and any(
+                isinstance(b, VectorSelector) for b in below
+            ):
+                out.append(item)
+    return out
+
+
+def ready(
+    node: Node,
+    grid: Grid,
+    data: Mapping[VectorSelector, Sequence[Raw]],
+    budget: int,
+    shared: MutableMapping[Hashable, Any],
+    found: Mapping[VectorSelector, object],
+) -> tuple[dict[Node, list[Series]], int]:
+    """The lowest aggregations of ``node`` on ``grid``, each from ``shared`` or computed
+    (and put there), and the points computed (EvaluationError past ``budget``). ``found``:
+    what each selector matched (discovery's answer): one is shared only when its selectors
+    matched the very same (a series discovered in between makes it computed anew)."""
+    out: dict[Node, list[Series]] = {}
+    computed = 0
+    for aggregate in lowest_aggregations(node):
+        key = ("aggregation", repr(aggregate), grid)
+        matched = [found.get(n) for n in walk(aggregate) if isinstance(n, VectorSelector)]
+        hit = shared.get(key)
+        if hit is not None and all(a is b for a, b in zip(hit[0], matched, strict=True)):
+            out[aggregate] = hit[1]
+            continue
+        evaluator = Evaluator(grid, data, budget - computed)
+        result = as_vector(evaluator.evaluate(aggregate))
+        computed += evaluator.computed
+        shared[key] = (matched, result)  # holding ``matched``: their ids stay theirs
+        out[aggregate] = result
+    return out, computed
