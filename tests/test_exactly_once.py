@@ -137,7 +137,9 @@ def test_a_reply_lost_after_redis_applied_the_write_is_resolved_once(
 def test_connections_killed_while_big_batches_are_in_flight_lose_and_double_nothing(
     private_redis: EmbeddedRedis,
 ) -> None:
-    settings = Settings(redis_url=private_redis.url, socket_timeout=2.0)
+    # the book's layout: 7 increments a series make batches big enough for the kills to catch
+    # in flight (the blocks layout's lost replies: test_a_reply_lost_after_redis_applied...)
+    settings = Settings(redis_url=private_redis.url, socket_timeout=2.0, layout="book")
     store = Store(settings)
     recorder = Recorder(store, flush_interval=3600, max_series_per_metric=20_000)
     killer = redis.Redis.from_url(private_redis.url)
@@ -173,7 +175,7 @@ def test_connections_killed_while_big_batches_are_in_flight_lose_and_double_noth
     print(f"{kills} kills, {failures} failed flushes, {recorder.duplicates} duplicates")
     assert kills > 0 and failures > 0  # the faults happened
     # the check reads 10 000 x 600 slices at once: not under the test's short socket timeout
-    with Store(Settings(redis_url=private_redis.url)) as check:
+    with Store(settings.with_changes(socket_timeout=5.0)) as check:
         for precision in (1, 60, 86400):
             ids = check.series("killed", precision)
             assert len(ids) == series
