@@ -24,9 +24,11 @@ from slicecount.errors import ConfigurationError
 DEFAULT_REDIS_URL = "redis://localhost:6379/0"
 """Where Redis is when nothing says otherwise."""
 DEFAULT_PRECISIONS = (1, 5, 60, 300, 3600, 18000, 86400)
-"""Slice lengths in seconds: the book's ladder, 1 s to 1 day."""
+"""Slice lengths in seconds: the book's ladder, 1 s to 1 day (the book's layout's default; the
+default layout's: ``BLOCKS_PRECISIONS``)."""
 DEFAULT_RETENTION = 120
-"""Slices kept per precision; below 128 every hash stays in Redis's compact listpack encoding."""
+"""Slices kept per precision of the book's ladder, and of a ladder given without retention;
+below 128 every hash stays in Redis's compact listpack encoding."""
 LAYOUTS = ("book", "blocks")
 """How counts are kept: the book's hash per series and precision, or compact blocks."""
 DEFAULT_LAYOUT = "blocks"
