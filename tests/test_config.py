@@ -191,3 +191,17 @@ def test_the_cleaners_sweep_period() -> None:
     for bad in ("0", "-5", "soon", "nan"):
         with pytest.raises(ConfigurationError, match="sweep_period"):
             Settings.from_env({"SLICECOUNT_SWEEP_PERIOD": bad})
+
+
+def test_unique_slices_are_kept_as_the_books_unless_told() -> None:
+    # a HyperLogLog per slice costs up to 12 kB: the blocks ladder's 31 days of minutes would
+    # be 44 640 of them a series
+    blocks = Settings(layout="blocks")
+    assert blocks.retention_for(60) == 44_640
+    assert [blocks.unique_retention_for(p) for p in blocks.unique_precisions] == [120] * 3
+    longer = Settings(layout="blocks", unique_retention="1440")
+    assert longer.unique_retention_for(3600) == 1440
+    book = Settings(layout="book", retention=60)
+    assert book.unique_retention_for(60) == 60  # never longer than the counters'
+    with pytest.raises(ConfigurationError, match="unique_retention must be >= 1, got 0"):
+        Settings(unique_retention=0)
