@@ -14,7 +14,7 @@ from collections.abc import Iterator
 import pytest
 import redis
 
-from slicecount.config import Settings
+from slicecount.config import DEFAULT_LAYOUT, LAYOUTS, Settings
 from slicecount.embedded import EmbeddedRedis
 from slicecount.errors import StartupError
 from slicecount.store import Store
@@ -36,6 +36,11 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         # ``@pytest.mark.topologies("standalone")`` narrows a module's mark for one test
         chosen = [t for t in TOPOLOGIES if not marker.args or _name(t) in marker.args]
         metafunc.parametrize("topology", chosen, indirect=True)
+    layouts = metafunc.definition.get_closest_marker("layouts")
+    if layouts and "layout" in metafunc.fixturenames:
+        # ``@pytest.mark.layouts("book")`` pins a test of the book's mechanics to its layout;
+        # ``@pytest.mark.layouts("book", "blocks")`` runs a behaviour both layouts must have
+        metafunc.parametrize("layout", list(layouts.args or LAYOUTS), indirect=True)
 
 
 def _name(topology: object) -> str:
@@ -145,8 +150,14 @@ def redis_client(
 
 
 @pytest.fixture
-def settings(redis_url: str) -> Settings:
-    return Settings(redis_url=redis_url)
+def layout(request: pytest.FixtureRequest) -> str:
+    """The default layout, unless the test is marked ``layouts``."""
+    return str(getattr(request, "param", DEFAULT_LAYOUT))
+
+
+@pytest.fixture
+def settings(redis_url: str, layout: str) -> Settings:
+    return Settings(redis_url=redis_url, layout=layout)
 
 
 @pytest.fixture

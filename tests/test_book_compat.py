@@ -1,11 +1,15 @@
-"""Data written by the book's code reads back through slicecount, and the reverse."""
+"""Data written by the book's code reads back through slicecount, and the reverse: with
+``layout="book"`` (the default layout, blocks, keeps other keys)."""
 
 from __future__ import annotations
 
+import pytest
 import redis
 
 from slicecount.store import Store
 from tests import book
+
+pytestmark = pytest.mark.layouts("book")
 
 
 def test_store_reads_what_the_book_wrote(store: Store, redis_client: redis.Redis) -> None:

@@ -23,8 +23,9 @@ def test_demo_reads_back_every_event_at_every_precision() -> None:
         int(s)
         for s in re.findall(r"precision +\d+ s: \d+ series, \d+ slices, sum (\d+)", result.output)
     ]
-    assert len(sums) == 7
-    assert sums == [recorded] * 7
+    ladder = Settings().precisions  # the default layout's: what the demo writes
+    assert len(sums) == len(ladder)
+    assert sums == [recorded] * len(ladder)
     assert "precision      1 s: 6 series, 60 slices" in result.output
 
 
@@ -81,7 +82,7 @@ def test_datasource_command_serves_http(redis_server: EmbeddedRedis, store: Stor
         process.stdout.close()
 
 
-def test_show_reads_the_blocks_layout_with_layout_blocks(redis_server: EmbeddedRedis) -> None:
+def test_show_reads_the_layout_its_setting_names(redis_server: EmbeddedRedis) -> None:
     now = int(time.time())
     with Store(Settings(redis_url=redis_server.url, layout="blocks")) as blocks:
         blocks.apply({'http.requests{route="/a"}': {now - 60: 7, now: 1}})
@@ -89,7 +90,9 @@ def test_show_reads_the_blocks_layout_with_layout_blocks(redis_server: EmbeddedR
     raw = CliRunner().invoke(main, [*args, "--layout", "blocks", "--precision", "5"])
     assert raw.exit_code == 0, raw.output
     assert [s["total"] for s in json.loads(raw.output)["series"]] == [8]
-    book = CliRunner().invoke(main, [*args, "--precision", "5"])  # the book's keys: none
+    default = CliRunner().invoke(main, [*args, "--precision", "5"])  # blocks, the default
+    assert default.exit_code == 0 and default.output == raw.output
+    book = CliRunner().invoke(main, [*args, "--layout", "book", "--precision", "5"])  # none
     assert book.exit_code == 0 and json.loads(book.output)["series"] == []
 
 

@@ -49,7 +49,7 @@ def test_reads_and_writes_reach_every_slot(cluster: ClusterGroup, store: Store) 
     counts = store.read(ids, 60, NOW - 60, NOW)
     assert sorted(values[0] or 0 for values in counts.values()) == list(range(1, 201))
     assert store.get("jobs", 60, {"i": 7}) == [(NOW - 60, 7)]
-    holders = {cluster.master_of(store.keys.counter(60, i)).port for i in ids}
+    holders = {cluster.master_of(store.keys.open(i)).port for i in ids}
     assert len(holders) == 3  # the series really are spread over the three masters
 
     async def read_async() -> int:
@@ -126,7 +126,12 @@ def test_four_processes_of_events_are_exact_and_spread_over_the_masters(
     assert all(abs(n - mean) <= 0.1 * mean for n in calls.values()), calls
 
 
-def test_the_cleaner_trims_every_shard(store: Store) -> None:
+def test_the_book_layouts_cleaner_trims_every_shard(cluster: ClusterGroup) -> None:
+    with Store(Settings(redis_url=cluster.url, layout="book")) as store:
+        trim_every_shard(store)
+
+
+def trim_every_shard(store: Store) -> None:
     store.apply({f'trim{{i="{i}"}}': {NOW - s: 1 for s in range(200)} for i in range(20)})
     store.apply({"gone": {NOW - 200_000: 1}})
     stats = Cleaner(store, clock=lambda: NOW).run_once(every_precision=True)

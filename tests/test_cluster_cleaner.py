@@ -39,7 +39,7 @@ def settings(cluster: ClusterGroup) -> Settings:
     for node in cluster.masters():  # each test starts from an empty cluster
         with redis.Redis(port=node.port) as client:
             client.flushall()
-    return Settings(redis_url=cluster.url)
+    return Settings(redis_url=cluster.url, layout="book")  # the book's trims and sweeps
 
 
 @pytest.fixture

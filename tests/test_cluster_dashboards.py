@@ -96,16 +96,34 @@ def copy_traffic(source: Store, target: Store, now: float, raw: Any) -> None:
     copy_uniques(source, target, unique_names, raw)
 
 
+def copy_counter(
+    one: Any, many: Any, source: Store, target: Store, precision: int, series_id: str
+) -> None:
+    """A counter's keys and member: the book's hash of one precision, or (blocks) the open
+    hash and the block of every precision."""
+    if source.settings.layout == "book":
+        fields = one.hgetall(source.keys.counter(precision, series_id))
+        many.hset(target.keys.counter(precision, series_id), mapping=fields)
+        many.zadd(target.keys.known_for(series_id), {f"{precision}:{series_id}": 0})
+        return
+    fields = one.hgetall(source.keys.open(series_id))
+    if fields:
+        many.hset(target.keys.open(series_id), mapping=fields)
+    block = one.get(source.keys.block(series_id))
+    if block is not None:
+        many.set(target.keys.block(series_id), block)
+    many.zadd(target.keys.known_for(series_id), {target.keys.series_member(series_id): 0})
+
+
 def copy_uniques(source: Store, target: Store, names: set[str], many: Any) -> None:
     """The unique series' HLLs and registry members, and the first-seen counters' hashes, at
     every precision, byte for byte (HLLs are strings)."""
     with redis.Redis.from_url(source.settings.redis_url) as one:
-        for p in source.settings.precisions:
+        book = source.settings.layout == "book"
+        for p in source.settings.precisions if book else source.settings.precisions[:1]:
             for series_id in source.all_series(p):
                 if series_id.split("{")[0] in names:
-                    fields = one.hgetall(source.keys.counter(p, series_id))
-                    many.hset(target.keys.counter(p, series_id), mapping=fields)
-                    many.zadd(target.keys.known_for(series_id), {f"{p}:{series_id}": 0})
+                    copy_counter(one, many, source, target, p, series_id)
         for p in source.settings.unique_precisions:
             for series_id in source.all_unique_series(p):
                 mine = source.keys.unique_layout(series_id, (p,))

@@ -4,16 +4,28 @@ from dataclasses import fields
 
 import pytest
 
-from slicecount.config import BLOCKS_PRECISIONS, DEFAULT_PRECISIONS, Settings, environment
+from slicecount.config import (
+    BLOCKS_PRECISIONS,
+    DEFAULT_LAYOUT,
+    DEFAULT_PRECISIONS,
+    Settings,
+    environment,
+)
 from slicecount.datasource.limits import Limits
 from slicecount.errors import ConfigurationError
 
 
-def test_defaults_follow_the_book() -> None:
+def test_the_default_is_the_blocks_layout_and_its_ladder() -> None:
     settings = Settings()
+    assert settings.layout == DEFAULT_LAYOUT == "blocks"
+    assert settings.precisions == BLOCKS_PRECISIONS
+    assert settings.prefix == "" and settings.shards == 1 and settings.token is None
+
+
+def test_the_books_layout_follows_the_book() -> None:
+    settings = Settings.from_env({"SLICECOUNT_LAYOUT": "book"})
     assert settings.precisions == DEFAULT_PRECISIONS == (1, 5, 60, 300, 3600, 18000, 86400)
     assert all(settings.retention_for(p) == 120 for p in settings.precisions)
-    assert settings.prefix == "" and settings.shards == 1 and settings.token is None
 
 
 def test_environment_is_read_and_keywords_win() -> None:
@@ -98,8 +110,7 @@ def test_with_changes_revalidates_and_keeps_retention() -> None:
 
 
 def test_the_blocks_layout_brings_its_ladder_unless_one_is_given() -> None:
-    assert Settings().layout == "book"
-    blocks = Settings.from_env({"SLICECOUNT_LAYOUT": "blocks"})
+    blocks = Settings.from_env({})
     assert blocks.layout == "blocks"
     assert blocks.precisions == BLOCKS_PRECISIONS == (1, 5, 60, 3600, 86400)
     assert [blocks.retention_for(p) for p in blocks.precisions] == [600, 34560, 44640, 9600, 1830]
@@ -109,7 +120,7 @@ def test_the_blocks_layout_brings_its_ladder_unless_one_is_given() -> None:
     given = Settings(layout="blocks", precisions=(1, 60))  # a ladder of one's own: 120 each
     assert given.precisions == (1, 60) and given.retention == 120
     # a change of layout changes a ladder left to it, and only such a one
-    assert Settings().with_changes(layout="blocks").precisions == BLOCKS_PRECISIONS
+    assert Settings(layout="book").with_changes(layout="blocks").precisions == BLOCKS_PRECISIONS
     back = blocks.with_changes(layout="book")
     assert back.precisions == DEFAULT_PRECISIONS and back.retention == 120
     assert back.unique_precisions == (60, 300, 3600, 18000, 86400)
@@ -133,7 +144,7 @@ def test_an_unknown_variable_is_warned_once_naming_the_closest(
 ) -> None:
     env = {"SLICECOUNT_PRECISION": "1,60", "SLICECOUNT_REDIS_ULR": "redis://h", "SLICECOUNT_X": "1"}
     settings = Settings.from_env(env)
-    assert settings.precisions == DEFAULT_PRECISIONS  # ignored, as before, but said
+    assert settings.precisions == BLOCKS_PRECISIONS  # ignored, as before, but said
     warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
     assert warned == [
         "SLICECOUNT_PRECISION is not a slicecount setting and is ignored: did you mean "
@@ -180,3 +191,17 @@ def test_the_cleaners_sweep_period() -> None:
     for bad in ("0", "-5", "soon", "nan"):
         with pytest.raises(ConfigurationError, match="sweep_period"):
             Settings.from_env({"SLICECOUNT_SWEEP_PERIOD": bad})
+
+
+def test_unique_slices_are_kept_as_the_books_unless_told() -> None:
+    # a HyperLogLog per slice costs up to 12 kB: the blocks ladder's 31 days of minutes would
+    # be 44 640 of them a series
+    blocks = Settings(layout="blocks")
+    assert blocks.retention_for(60) == 44_640
+    assert [blocks.unique_retention_for(p) for p in blocks.unique_precisions] == [120] * 3
+    longer = Settings(layout="blocks", unique_retention="1440")
+    assert longer.unique_retention_for(3600) == 1440
+    book = Settings(layout="book", retention=60)
+    assert book.unique_retention_for(60) == 60  # never longer than the counters'
+    with pytest.raises(ConfigurationError, match="unique_retention must be >= 1, got 0"):
+        Settings(unique_retention=0)

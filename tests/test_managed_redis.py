@@ -16,6 +16,7 @@ from starlette.testclient import TestClient
 
 from slicecount.cleaner import Cleaner
 from slicecount.config import Settings
+from slicecount.core.blocks import FRAME_SLICES
 from slicecount.datasource.app import create_app
 from slicecount.recording.recorder import Recorder
 from slicecount.store import Store
@@ -52,9 +53,12 @@ def managed_url(request: pytest.FixtureRequest) -> Iterator[str]:
     assert refused == [], f"commands the ACL user was refused: {refused}"
 
 
-def test_write_read_clean_and_throttle_as_a_restricted_user(managed_url: str) -> None:
+@pytest.mark.layouts("book", "blocks")
+def test_write_read_clean_and_throttle_as_a_restricted_user(managed_url: str, layout: str) -> None:
     now = time.time()
-    settings = Settings(redis_url=managed_url, precisions=(1, 60), retention="1=5,60=120")
+    settings = Settings(
+        redis_url=managed_url, layout=layout, precisions=(1, 60), retention="1=5,60=120"
+    )
     with Recorder(Store(settings)) as recorder:
         recorder.add("http.requests", 3, {"route": "/a"}, now=now)
         for second in range(10):  # more slices than the 1 s retention (5): the cleaner trims
@@ -69,9 +73,19 @@ def test_write_read_clean_and_throttle_as_a_restricted_user(managed_url: str) ->
         assert [n for _, n in store.get("http.requests", 1, {"route": "/a"})] == [4] * 10 + [3]
         assert sum(n for _, n in store.get("http.requests", 60, {"route": "/a"})) == 43
         assert [n for _, n in store.get_unique("visitors", 60)] == [2]
-        stats = Cleaner(store).run_once(every_precision=True)
-        assert stats is not None and stats.deleted == 10
-        assert [n for _, n in store.get("http.requests", 1, {"route": "/a"})] == [3]
+        if layout == "book":
+            stats = Cleaner(store).run_once(every_precision=True)
+            assert stats is not None and stats.deleted == 10
+            assert [n for _, n in store.get("http.requests", 1, {"route": "/a"})] == [3]
+        else:  # a frame of 1 s slices later, every open slice is sealed and moved into the
+            # block, whose 1 s frame is then wholly past retention and dropped, the 60 s kept
+            later = now + FRAME_SLICES + 60
+            with Store(settings, clock=lambda: later) as ahead:  # (its figures dated then)
+                stats = Cleaner(ahead, clock=lambda: later).run_once(every_precision=True)
+            assert stats is not None and stats.compaction is not None
+            assert stats.compaction.moved == 11 and stats.compaction.bad == []
+            assert store.get("http.requests", 1, {"route": "/a"}) == []
+        assert sum(n for _, n in store.get("http.requests", 60, {"route": "/a"})) == 43
 
     async def read_async() -> tuple[list[tuple[int, int]], list[str]]:
         async with AsyncStore(settings) as astore:

@@ -14,7 +14,8 @@ from slicecount.operations import annotating, compacting, reading, trimming, wri
 from slicecount.operations.batches import Batch, Context, Operation, ScriptCall
 
 T0 = 1_700_000_000
-CTX = Context.of(Settings(precisions=(1, 60)), clock=lambda: T0 + 0.5)
+CTX = Context.of(Settings(precisions=(1, 60), layout="book"), clock=lambda: T0 + 0.5)
+"""The book's layout: its commands are the book's (the blocks layout's: test_blocks_layout.py)."""
 
 
 def drive(operation: Operation[Any], *replies: list[Any]) -> tuple[list[Batch], Any]:
@@ -123,7 +124,7 @@ def test_sums_past_64_bits_are_left_out_and_reported() -> None:
 
 def test_big_buffers_split_into_chunks_per_shard(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(writing, "CHUNK_INCREMENTS", 4)
-    sharded = Context.of(Settings(precisions=(1, 60), shards=3))
+    sharded = Context.of(Settings(precisions=(1, 60), shards=3, layout="book"))
     chunks, _, _ = writing.prepare(sharded, {T0: {f"s{i}": 1 for i in range(12)}})
     assert len(chunks) > 3
     for chunk in chunks:  # every hash's registry member travels with its increment
@@ -208,7 +209,8 @@ def test_forget_writers_lists_then_declares_each_writers_key() -> None:
 
 
 def test_every_key_of_a_cleaner_script_call_is_in_its_shards_slot() -> None:
-    sharded = Context.of(Settings(precisions=(1, 60), shards=64), clock=lambda: T0)
+    book = Settings(precisions=(1, 60), shards=64, layout="book")
+    sharded = Context.of(book, clock=lambda: T0)
     trim = trimming.Trim(60, "full", T0, T0, T0)
     for shard in (0, 17, 63):
         members = ["60:a", '60:b{x="1"}', "60:c"]
@@ -235,7 +237,8 @@ def test_annotations_round_trip_through_json() -> None:
 
 
 def test_a_compaction_reads_one_snapshot_and_its_script_call_stays_in_the_shards_slot() -> None:
-    sharded = Context.of(Settings(precisions=(1, 60), shards=64), clock=lambda: T0)
+    blocks = Settings(precisions=(1, 60), shards=64, layout="blocks")
+    sharded = Context.of(blocks, clock=lambda: T0)
     shard = 17
     a, b = [f"s{i}" for i in range(500) if sharded.keys.shard(f"s{i}") == shard][:2]
     members = [f"0:{a}", f"0:{b}", "0:elsewhere"]  # the last one's series is in shard 10

@@ -174,7 +174,8 @@ def test_cardinality_guard_folds_new_label_sets_into_overflow(
     assert len(series) == 1001
     assert total(store, "user.hits", {"overflow": "true"}) == 4000
     assert total(store, "user.hits", {"user": "u0"}) == 2
-    assert sum(redis_client.zcard(known) for known in store.keys.registries()) == 7 * 1001
+    members = len(store.settings.precisions) if store.settings.layout == "book" else 1
+    assert sum(redis_client.zcard(known) for known in store.keys.registries()) == members * 1001
     assert caplog.text.count("reached 1000 label sets") == 1
 
 
@@ -253,10 +254,12 @@ def test_close_stops_the_flusher_and_context_manager_closes(store: Store) -> Non
     assert total(store, "cm") == 1
 
 
+@pytest.mark.layouts("book", "blocks")
 def test_close_gives_up_after_its_timeout(
-    private_redis: EmbeddedRedis, caplog: pytest.LogCaptureFixture
+    private_redis: EmbeddedRedis, caplog: pytest.LogCaptureFixture, layout: str
 ) -> None:
-    store = Store(Settings(redis_url=private_redis.url, socket_timeout=0.5))
+    store = Store(Settings(redis_url=private_redis.url, socket_timeout=0.5, layout=layout))
+    increments = 7 if layout == "book" else 1  # one per precision, or the one open slice
     recorder = Recorder(store, flush_interval=3600)
     private_redis.stop()
     recorder.add("lost", 3, now=T0)
@@ -264,17 +267,21 @@ def test_close_gives_up_after_its_timeout(
         assert recorder.close(timeout=0.3) is False
     assert (
         f"could not write to {private_redis.url} within 0.3 s of closing: 3 counts lost (0 "
-        "buffered, of 0 series over 0 seconds; 3 in 1 chunk (7 increments) that Redis may "
-        "have applied) and 0 unique values"
+        f"buffered, of 0 series over 0 seconds; 3 in 1 chunk ({increments} increments) that "
+        "Redis may have applied) and 0 unique values"
     ) in caplog.text
     store.close()
 
 
+@pytest.mark.layouts("book", "blocks")
 def test_a_close_that_gave_up_says_what_is_lost_and_the_exit_does_not_wait_again(
-    caplog: pytest.LogCaptureFixture,
+    caplog: pytest.LogCaptureFixture, layout: str
 ) -> None:
     # nobody listens on port 1: every flush fails at once, as with a wrong port
-    settings = Settings(redis_url="redis://127.0.0.1:1/0", close_timeout=0.2)
+    settings = Settings(redis_url="redis://127.0.0.1:1/0", close_timeout=0.2, layout=layout)
+    # jobs: 2 slices at 1 s, 1 at each coarser precision; the sum: 1 at each (the book's 8 + 7),
+    # or one open slice per series and second (2 + 1)
+    increments = 15 if layout == "book" else 3
     with Store(settings) as store:
         recorder = Recorder(store, flush_interval=3600)
         recorder.add("jobs", 3, now=T0)
@@ -288,7 +295,7 @@ def test_a_close_that_gave_up_says_what_is_lost_and_the_exit_does_not_wait_again
         # the flush prepared the buffer into a chunk: refused, it waits in doubt
         assert line == (
             "slicecount could not write to redis://127.0.0.1:1/0 within 0.2 s of closing: 5 "
-            "counts lost (0 buffered, of 0 series over 0 seconds; 5 in 1 chunk (15 "
+            f"counts lost (0 buffered, of 0 series over 0 seconds; 5 in 1 chunk ({increments} "
             "increments) that Redis may have applied) and 0 unique values"
         )
 

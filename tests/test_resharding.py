@@ -30,9 +30,11 @@ TRAFFIC = {
 
 @pytest.fixture(params=[1, 3], ids=["from-1", "from-3"])
 def stores(settings: Settings, topology: str, request: Any) -> Iterator[tuple[Store, Store]]:
-    """A store of the old layout, holding TRAFFIC and an annotation, and one of the new."""
+    """The book's layout: a store of the old shard count, holding TRAFFIC and an annotation,
+    and one of the new (the blocks layout's: ``block_stores``)."""
     if request.param == 1 and topology == "cluster":
         pytest.skip("a cluster refuses one shard (all keys on one master)")
+    settings = settings.with_changes(layout="book")
     new = settings if settings.shards > 1 else settings.with_changes(shards=8)
     with Store(settings.with_changes(shards=request.param)) as old, Store(new) as store:
         assert old.apply(TRAFFIC) == 0

@@ -60,7 +60,7 @@ def test_the_cleaner_trims_through_the_sentinels(group: SentinelGroup) -> None:
     from slicecount.core.slices import oldest_kept
 
     now = 1_700_006_400
-    with Store.from_url(group.url) as store:
+    with Store(Settings(redis_url=group.url, layout="book")) as store:  # the book's trims
         store.apply({"trimmed": {now - s: 1 for s in range(300)}})
         stats = Cleaner(store, clock=lambda: now).run_once(every_precision=True)
         assert stats is not None and not stats.interrupted

@@ -11,13 +11,27 @@ from slicecount.store import Store
 T0 = 1_700_000_000  # a multiple of 5; T0 - 20 is a multiple of 60
 
 
+def keys_per_series(settings: Settings) -> int:
+    """Keys (and registry members) a freshly written series has: the book's hash per
+    precision, or the blocks layout's one open hash (its block comes when the cleaner seals)."""
+    return len(settings.precisions) if settings.layout == "book" else 1
+
+
+def counts_key(store: Store, series_id: str) -> str:
+    """A key holding ``series_id``'s counts: the book's 60 s hash, or the open hash."""
+    if store.settings.layout == "book":
+        return store.keys.counter(60, series_id)
+    return store.keys.open(series_id)
+
+
 @pytest.mark.topologies
+@pytest.mark.layouts("book", "blocks")
 def test_incr_writes_every_precision_in_one_transaction(store: Store) -> None:
     store.incr("hits", 2, {"route": "/a"}, now=T0 + 61.5)
     for precision in store.settings.precisions:
         start = (T0 + 61) // precision * precision
         assert store.get("hits", precision, {"route": "/a"}) == [(start, 2)]
-    assert store.series("hits", 300) == ['hits{route="/a"}']
+    assert store.series("hits", 3600) == ['hits{route="/a"}']
 
 
 @pytest.mark.topologies
@@ -28,6 +42,7 @@ def test_incr_uses_the_injected_clock(settings: Settings) -> None:
 
 
 @pytest.mark.topologies
+@pytest.mark.layouts("book", "blocks")
 def test_apply_aggregates_per_slice(store: Store, redis_client: redis.Redis) -> None:
     refused = store.apply(
         {
@@ -43,12 +58,15 @@ def test_apply_aggregates_per_slice(store: Store, redis_client: redis.Redis) -> 
     assert store.get("b", 1, {"x": 1}) == [(T0 + 2, 3)]
     # zero-count series write nothing at all, not even a registry member
     keys = store.keys
-    assert redis_client.zscore(keys.known_for("zero"), "1:zero") is None
-    assert not redis_client.exists(keys.counter(1, "zero"))
-    assert sum(redis_client.zcard(known) for known in keys.registries()) == 14
+    for member in ("0:zero", "1:zero"):
+        assert redis_client.zscore(keys.known_for("zero"), member) is None
+    assert not redis_client.exists(keys.counter(1, "zero"), keys.open("zero"))
+    registered = sum(redis_client.zcard(known) for known in keys.registries())
+    assert registered == 2 * keys_per_series(store.settings)
 
 
 @pytest.mark.topologies
+@pytest.mark.layouts("book")  # one precision's hash refused, the others written
 def test_apply_reports_commands_redis_refused_and_keeps_the_rest(
     store: Store, redis_client: redis.Redis
 ) -> None:
@@ -62,6 +80,7 @@ def test_apply_reports_commands_redis_refused_and_keeps_the_rest(
 
 
 @pytest.mark.topologies
+@pytest.mark.layouts("book", "blocks")
 def test_apply_splits_huge_batches_into_several_script_calls(
     store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -108,22 +127,24 @@ def test_read_returns_exactly_the_slices_in_range(store: Store) -> None:
 
 
 @pytest.mark.topologies
+@pytest.mark.layouts("book", "blocks")
 def test_delete_removes_hashes_and_registry_members(
     store: Store, redis_client: redis.Redis
 ) -> None:
+    each = keys_per_series(store.settings)
     store.apply({"d": {T0: 1}, 'd{k="1"}': {T0: 1}, 'd{k="2"}': {T0: 1}, "dd": {T0: 1}})
-    assert store.delete("d", {"k": "1"}) == 7
+    assert store.delete("d", {"k": "1"}) == each
     assert store.series("d", 60) == ["d", 'd{k="2"}']
-    assert store.delete("d") == 14
+    assert store.delete("d") == 2 * each
     assert store.series("d", 60) == []
     assert store.series("dd", 60) == ["dd"]
-    keys = store.keys
-    assert not redis_client.exists(keys.counter(60, 'd{k="2"}'))
-    assert not redis_client.exists(keys.counter(60, "d"))
-    assert sum(redis_client.zcard(known) for known in keys.registries()) == 7
+    assert not redis_client.exists(counts_key(store, 'd{k="2"}'))
+    assert not redis_client.exists(counts_key(store, "d"))
+    assert sum(redis_client.zcard(known) for known in store.keys.registries()) == each
 
 
 @pytest.mark.topologies
+@pytest.mark.layouts("book")  # the blocks layout has one member for every precision
 def test_delete_finds_precisions_no_longer_configured(
     settings: Settings, redis_client: redis.Redis
 ) -> None:
@@ -135,6 +156,7 @@ def test_delete_finds_precisions_no_longer_configured(
 
 
 @pytest.mark.topologies
+@pytest.mark.layouts("book", "blocks")
 def test_prefix_and_shards_are_honoured(settings: Settings, redis_client: redis.Redis) -> None:
     with Store(settings.with_changes(prefix="app:", shards=3)) as store:
         store.incr("s", 1, {"k": "v"}, now=T0)
@@ -142,7 +164,7 @@ def test_prefix_and_shards_are_honoured(settings: Settings, redis_client: redis.
         assert len(store.series("s", 60)) == 11
         assert store.get("s", 60, {"k": "v"}) == [(T0 - 20, 1)]
         assert store.names(1) == ["s"]
-        assert store.delete("s") == 77
+        assert store.delete("s") == 11 * keys_per_series(settings)
     assert redis_client.dbsize() == 0
 
 
@@ -189,6 +211,7 @@ def test_unreachable_redis_is_a_store_error() -> None:
             store.get("x", 60)
 
 
+@pytest.mark.layouts("book")  # the blocks layout's foreign values: test_blocks_layout.py
 def test_foreign_fields_do_not_break_reads(store: Store, redis_client: redis.Redis) -> None:
     store.incr("f", now=T0)
     redis_client.hset("count:60:f", "note", "hello")

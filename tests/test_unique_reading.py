@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from slicecount.config import Settings
+from slicecount.config import DEFAULT_PRECISIONS, Settings
 from slicecount.errors import ConfigurationError
 from slicecount.operations.batches import Batch, Operation
 from slicecount.operations.unique_reading import CARRY_AS_THEY_ARE, SliceMembers, count_unions
@@ -27,8 +27,11 @@ M = NOW // 60 * 60  # the current 60 s slice
 
 
 @pytest.fixture
-def small_cap(redis_url: str) -> Settings:
-    return Settings(redis_url=redis_url, unique_exact_cap=10)
+def small_cap(redis_url: str, layout: str) -> Settings:
+    """The book's ladder (unique counts at 60 s, 300 s...), in the test's layout."""
+    return Settings(
+        redis_url=redis_url, layout=layout, precisions=DEFAULT_PRECISIONS, unique_exact_cap=10
+    )
 
 
 @pytest.fixture
@@ -266,6 +269,7 @@ def test_async_store_reads_alike(small_cap: Settings, redis_client: Any) -> None
     )
 
 
+@pytest.mark.layouts("book", "blocks")
 def test_the_write_path_and_the_contract_layout_read_alike(
     frozen: Store, redis_client: Any
 ) -> None:

@@ -42,7 +42,9 @@ def test_store_writes_one_hll_per_precision_expiring_with_retention(
         start = now - now % precision
         slot = store.keys.unique_layout(series_id, (precision,)).slots[0]
         assert abs(redis_client.pfcount(slot.hll(start)) - 500) <= 10
-        expire_at = start + precision * store.settings.retention_for(precision)
+        kept = store.settings.unique_retention_for(precision)
+        assert kept == min(store.settings.retention_for(precision), 120)  # HLLs: the book's
+        expire_at = start + precision * kept
         assert abs(redis_client.ttl(slot.hll(start)) - (expire_at - time.time())) <= 2
         registry = store.keys.unique_layout(series_id, (precision,)).registry
         assert redis_client.zscore(registry, slot.member) == expire_at
@@ -232,13 +234,15 @@ def test_a_value_past_the_retention_of_every_unique_precision_is_refused_and_cou
 ) -> None:
     recorder = Recorder(store, flush_interval=3600)
     coarsest = max(store.settings.unique_precisions)
-    long_ago = time.time() - coarsest * store.settings.retention_for(coarsest) - coarsest
+    long_ago = time.time() - coarsest * store.settings.unique_retention_for(coarsest) - coarsest
     recorder.add_unique("late", "v", now=long_ago)
     recorder.add_unique("late", "w", now=time.time() - 7200)  # still kept at coarse precisions
     recorder.close()
     assert rejected(store) == {"time_range": 1}
     assert [p for p in store.settings.unique_precisions if store.get_unique("late", p)] == [
-        p for p in store.settings.unique_precisions if p * store.settings.retention_for(p) > 7200
+        p
+        for p in store.settings.unique_precisions
+        if p * store.settings.unique_retention_for(p) > 7200
     ]
 
 

@@ -23,7 +23,9 @@ APP_COMMANDS = (
     "+multi +exec +discard +watch +unwatch +evalsha +script|load "
     # counters, registries, annotations, writer sequences, leases
     "+get +set +del +incrby +decrby +expireat +pexpire +type +time "
-    "+hincrby +hset +hmget +hgetall +hdel +hexists +hkeys +hlen "
+    "+hincrby +hset +hget +hmget +hgetall +hdel +hexists +hkeys +hlen "
+    # the blocks layout: its blocks read in ranges, moved whole when resharding
+    "+getrange +exists "
     "+zadd +zrem +zscore +zrange +zrangebyscore +zrangebylex +zremrangebyscore +zscan "
     # unique counts
     "+sadd +scard +smembers +pfadd +pfcount +pfmerge"

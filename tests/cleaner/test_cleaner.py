@@ -24,6 +24,8 @@ from slicecount.recording.recorder import Recorder
 from slicecount.store import Store
 from tests.cleaner import record_sweeps
 
+pytestmark = pytest.mark.layouts("book")  # the book's trims and sweeps (blocks: test_compaction)
+
 NOW = 1_700_006_400  # a multiple of 86400
 
 
@@ -343,7 +345,7 @@ def test_sigterm_mid_pass_exits_cleanly_and_leaves_redis_consistent(
     client.eval(populate, 0, HASHES, NOW)  # test set-up only: fast, in one call
     process = subprocess.Popen(
         [sys.executable, "-m", "slicecount.cleaner", "--redis-url", big_redis.url, "--once",
-         "--now", str(NOW + 3600)],
+         "--layout", "book", "--now", str(NOW + 3600)],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env={**os.environ},
     )  # fmt: skip
     deadline = time.monotonic() + 30

@@ -14,7 +14,8 @@ from slicecount.cleaner.plan import (
 from slicecount.config import Settings
 from slicecount.operations.compacting import SEAL_GRACE, WRITER_LIVE
 
-SETTINGS = Settings()
+SETTINGS = Settings(layout="book")
+"""The book's trims and sweeps (the blocks layout compacts every shard each pass instead)."""
 
 
 def test_the_books_schedule() -> None:
@@ -54,10 +55,11 @@ def test_trim_modes() -> None:
 
 def test_annotations_live_as_long_as_the_longest_retention() -> None:
     assert annotation_cutoff(SETTINGS, 1_000_000_000) == 1_000_000_000 - 120 * 86400
+    assert annotation_cutoff(Settings(), 1_000_000_000) == 1_000_000_000 - 1830 * 86400
 
 
 def test_the_horizon_follows_the_writers_clock_not_a_pinned_one() -> None:
-    settings = Settings(precisions=(60,), max_future=300)
+    settings = Settings(precisions=(60,), max_future=300, layout="book")
     pinned, today = 1_700_000_000, 1_700_086_400
     trim = plan_trim(settings, 60, pinned, None, True, writers_now=today)
     assert trim is not None and trim.horizon == today + 300 - (today + 300) % 60

@@ -26,7 +26,10 @@ from slicecount.core.slices import oldest_kept, slice_start
 from slicecount.operations.trimming import claim_sweep, cleaner_records
 from slicecount.store import Store
 
-pytestmark = pytest.mark.topologies("standalone", "cluster")
+pytestmark = [
+    pytest.mark.topologies("standalone", "cluster"),
+    pytest.mark.layouts("book"),  # the book's sweeps (the blocks layout's walk: test_compaction)
+]
 
 NOW = 1_700_006_400  # a multiple of 86400
 AT = NOW + 1234.5  # 20 min 34.5 s past an hour: no sweep falls on it by the pass number
@@ -77,7 +80,8 @@ def assert_forgotten_and_live_intact(store: Store, client: redis.Redis, at: floa
 
 
 def cleaner_command(url: str, *options: str) -> list[str]:
-    return [sys.executable, "-m", "slicecount.cleaner", "--redis-url", url, *options]
+    return [sys.executable, "-m", "slicecount.cleaner", "--redis-url", url, "--layout", "book",
+            *options]  # fmt: skip
 
 
 def clean_env() -> dict[str, str]:
@@ -215,7 +219,8 @@ def test_the_sweep_period_options_and_the_deprecated_sweep_every(
     populated: Store, redis_url: str
 ) -> None:
     def cleaner(at: float, *options: str) -> Result:
-        args = ["cleaner", "--redis-url", redis_url, "--once", "--now", str(at), *options]
+        args = ["cleaner", "--redis-url", redis_url, "--layout", "book", "--once", "--now", str(at),
+                *options]  # fmt: skip
         return CliRunner().invoke(main, args)
 
     def swept_at() -> dict[int, int]:

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from starlette.testclient import TestClient
 
-from slicecount.config import Settings
+from slicecount.config import DEFAULT_PRECISIONS, DEFAULT_RETENTION, Settings
 from slicecount.datasource.app import create_app
 from slicecount.datasource.limits import Limits
 from slicecount.datasource.reader import Reader
@@ -112,6 +112,18 @@ def write_known_data(store: Store) -> None:
 
 SMALL_LIMITS = Limits(max_series=50, max_points=2000, max_targets=5, max_body_bytes=20_000)
 """Limits small enough for the tests to reach each one with little data."""
+
+
+@pytest.fixture
+def settings(redis_url: str, layout: str) -> Settings:
+    """The test's layout with the book's ladder, the one these tests' numbers are written for
+    (120 slices each: 60 s cover 2 h, 300 s 10 h...); the blocks layout takes any ladder."""
+    return Settings(
+        redis_url=redis_url,
+        layout=layout,
+        precisions=DEFAULT_PRECISIONS,
+        retention=DEFAULT_RETENTION,
+    )
 
 
 @pytest.fixture

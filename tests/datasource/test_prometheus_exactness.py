@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 from starlette.testclient import TestClient
 
-from slicecount.config import Settings
+from slicecount.config import DEFAULT_PRECISIONS, DEFAULT_RETENTION, Settings
 from slicecount.core.histogram import DEFAULT_DURATION_BUCKETS, format_bound
 from slicecount.datasource.app import create_app
 from slicecount.store import Store
-from tests.conftest import TOPOLOGIES, flushed_url
+from tests.conftest import TOPOLOGIES, _name, flushed_url
 
 T0 = 1_700_006_400  # a multiple of 86400
 NOW = T0 + 3 * 3600 + 30  # 30 s into a minute
@@ -63,12 +63,28 @@ def known() -> tuple[Events, dict[str, dict[int, list[float]]]]:
     return _events(rng), _observations(rng)
 
 
-@pytest.fixture(scope="module", params=TOPOLOGIES)
+SETUPS = [
+    pytest.param(("standalone", "book"), id="standalone-book"),
+    *(pytest.param((_name(t), "blocks"), marks=getattr(t, "marks", ()), id=f"{_name(t)}-blocks")
+      for t in TOPOLOGIES),
+]  # fmt: skip
+"""Both layouts on one server; the default one (blocks) on every topology."""
+
+
+@pytest.fixture(scope="module", params=SETUPS)
 def prom(
     known: tuple[Events, dict[str, dict[int, list[float]]]], request: pytest.FixtureRequest
 ) -> Iterator[TestClient]:
-    """The known data written once per topology (the tests only read)."""
-    with Store(Settings(redis_url=flushed_url(request.param, request))) as store:
+    """The known data written once per topology and layout (the tests only read), with the
+    book's ladder (the precisions the cases name)."""
+    topology, layout = request.param
+    settings = Settings(
+        redis_url=flushed_url(topology, request),
+        layout=layout,
+        precisions=DEFAULT_PRECISIONS,
+        retention=DEFAULT_RETENTION,
+    )
+    with Store(settings) as store:
         yield from _serve(store, known)
 
 

@@ -128,7 +128,7 @@ def test_steps_and_params() -> None:
 
 
 def choice(text: str, times: list[float], step: float | None) -> tuple[int, tuple[str, ...]]:
-    made = choose(Settings(), needs(parse(text)), times, step, NOW, 11_000)
+    made = choose(Settings(layout="book"), needs(parse(text)), times, step, NOW, 11_000)
     return made.precision, made.infos
 
 

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from starlette.testclient import TestClient
 
-from slicecount.config import Settings
+from slicecount.config import DEFAULT_PRECISIONS, Settings
 from slicecount.datasource.app import create_app
 from slicecount.store import Store
 from tests.conftest import TOPOLOGIES, flushed_url
@@ -57,7 +57,8 @@ def prom_fixture(
 ) -> Iterator[TestClient]:
     """The known values written once per topology (the tests only read)."""
     users, visitors = known
-    with Store(Settings(redis_url=flushed_url(request.param, request))) as store:
+    url = flushed_url(request.param, request)  # the book's ladder (the steps the cases name):
+    with Store(Settings(redis_url=url, precisions=DEFAULT_PRECISIONS)) as store:
         for (route, plan), slices in users.items():
             for start, values in slices.items():
                 store.add_unique("api.users", values, {"route": route, "plan": plan}, now=start)

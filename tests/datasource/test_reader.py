@@ -192,6 +192,7 @@ def test_a_failure_cancels_the_calls_still_under_way() -> None:
     assert slow_task.cancelled() and finished == []
 
 
+@pytest.mark.layouts("book")  # the book's charge: a point each (blocks: test_bad_input.py)
 def test_over_the_work_budget_nothing_is_read(data: Settings) -> None:
     # A: 3 series, B: 2, D: 3 buckets, each of 61 points; C: 1 series of 13 five-minute points
     body = legacy_body(TARGETS, NOW - HOUR, NOW)

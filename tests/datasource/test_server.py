@@ -88,6 +88,7 @@ def test_light_requests_are_answered_while_heavy_ones_run(port: int) -> None:
         (json.dumps(legacy_body([{"target": "sum(" * 100 + "x"}], NOW - 60, NOW)).encode(), 400),
     ],
 )
+@pytest.mark.layouts("book")  # its 422: 48 000 points at the book's charge (blocks: 6 000)
 def test_a_4xx_keeps_the_connection_open(port: int, body: bytes, status: int) -> None:
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
     connection.request("GET", "/")

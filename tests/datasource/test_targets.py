@@ -217,7 +217,8 @@ def test_the_catalogue_names_stored_metrics_histograms_and_unique_ones() -> None
 
 
 NOW = 1_700_000_000.0
-SETTINGS = Settings()  # 120 slices each: 1 s covers 2 min, 60 s 2 h, 3600 s 5 days
+SETTINGS = Settings(layout="book")
+"""The book's ladder, 120 slices each: 1 s covers 2 min, 60 s 2 h, 3600 s 5 days."""
 
 
 def step(start: float, wanted: float = 0.0, unique: bool = False, pinned: int | None = None) -> int:
@@ -236,7 +237,7 @@ def test_counters_step_is_the_finest_precision_covering_the_range_and_the_interv
     assert step(NOW - 400 * 86400) == 86400
     oldest_60 = 1_699_999_980 - 119 * 60  # the current 60 s slice and the 119 before it
     assert step(oldest_60) == 60 and step(oldest_60 - 1) == 300
-    longer = Settings(retention={60: 1440})  # a day at 60 s
+    longer = Settings(layout="book", retention={60: 1440})  # a day at 60 s
     assert panel_step(longer, NOW - 20 * 3600, NOW, 0, False, None) == (60, (60,))
     assert step(NOW - 3600, pinned=300) == 300
     with pytest.raises(ConfigurationError, match="unknown precision 7"):

@@ -103,7 +103,7 @@ def test_a_ready_union_stands_for_its_sum() -> None:
 def choice(step: float | None, times: list[float], distinct: bool = True) -> int:
     (selector,) = distinct_of(parse("u"))
     need = Need(selector, step or 0.0, absolute=False, distinct=distinct)
-    return choose(Settings(), [need], times, step, NOW, 11_000).precision
+    return choose(Settings(layout="book"), [need], times, step, NOW, 11_000).precision
 
 
 def test_unique_series_read_the_coarsest_precision_dividing_the_step() -> None:

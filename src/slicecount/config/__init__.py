@@ -24,13 +24,16 @@ from slicecount.errors import ConfigurationError
 DEFAULT_REDIS_URL = "redis://localhost:6379/0"
 """Where Redis is when nothing says otherwise."""
 DEFAULT_PRECISIONS = (1, 5, 60, 300, 3600, 18000, 86400)
-"""Slice lengths in seconds: the book's ladder, 1 s to 1 day."""
+"""Slice lengths in seconds: the book's ladder, 1 s to 1 day (the book's layout's default; the
+default layout's: ``BLOCKS_PRECISIONS``)."""
 DEFAULT_RETENTION = 120
-"""Slices kept per precision; below 128 every hash stays in Redis's compact listpack encoding."""
+"""Slices kept per precision of the book's ladder, and of a ladder given without retention;
+below 128 every hash stays in Redis's compact listpack encoding."""
 LAYOUTS = ("book", "blocks")
 """How counts are kept: the book's hash per series and precision, or compact blocks."""
-DEFAULT_LAYOUT = "book"
-"""The book's layout: one hash per series and precision, one field per slice."""
+DEFAULT_LAYOUT = "blocks"
+"""Compact blocks: the layout that meets the memory and speed goals (docs/architecture.md); the
+book's (one hash per series and precision, one field per slice) is ``layout="book"``."""
 BLOCKS_PRECISIONS = (1, 5, 60, 3600, 86400)
 """The blocks layout's ladder: every Grafana step from 5 minutes to 30 days divides into whole
 slices of one of them."""
@@ -183,17 +186,19 @@ class Settings:
     prefix: str = ""
     """Put before every key (``P`` in the key layout), so that several apps share a Redis."""
     layout: str = DEFAULT_LAYOUT
-    """How counts are kept in Redis: ``book`` (a hash per series and precision, one field per
-    slice: the book's keys) or ``blocks`` (per series, a hash of the slices still open and one
-    string of compact blocks of the sealed ones, every precision; the cleaner seals them)."""
+    """How counts are kept in Redis: ``blocks`` (per series, a hash of the slices still open and
+    one string of compact blocks of the sealed ones, every precision; the cleaner seals them:
+    fine slices kept for days in fewer bytes) or ``book`` (a hash per series and
+    precision, one field per slice: the book's keys, read and written by its
+    ``update_counter``/``get_counter``)."""
     precisions: tuple[int, ...] = ()
-    """Slice lengths in seconds; empty: the layout's ladder, the book's
-    ``1,5,60,300,3600,18000,86400`` (1 s to 1 day), or with blocks ``1,5,60,3600,86400``."""
+    """Slice lengths in seconds; empty: the layout's ladder, with blocks ``1,5,60,3600,86400``,
+    or the book's ``1,5,60,300,3600,18000,86400`` (1 s to 1 day)."""
     retention: Mapping[int, int] | int | str | None = None
     """Slices kept per precision: ``120``, or some precisions apart, ``1=300,60=1440`` (the
-    others keep 120); none: 120 (below 128 a hash stays in Redis's compact listpack
-    encoding), or with blocks and their ladder ``1=600,5=34560,60=44640,3600=9600,86400=1830``
-    (10 minutes, 2 days, 31 days, 400 days, 5 years)."""
+    others keep 120); none: with blocks and their ladder
+    ``1=600,5=34560,60=44640,3600=9600,86400=1830`` (10 minutes, 2 days, 31 days, 400 days,
+    5 years), else 120 (below 128 a book's hash stays in Redis's compact listpack encoding)."""
     flush_interval: float = DEFAULT_FLUSH_INTERVAL
     close_timeout: float = DEFAULT_CLOSE_TIMEOUT
     """Seconds ``Recorder.close()`` (and the exit of the process) keeps trying to write what
@@ -216,6 +221,10 @@ class Settings:
     unique_precisions: tuple[int, ...] = ()
     """Precisions of the unique counts (a subset of ``precisions``); empty: those of
     ``UNIQUE_MIN_PRECISION`` s and coarser (the coarsest if none is)."""
+    unique_retention: int | None = None
+    """Slices kept per unique precision; empty: the counters' retention, at most the book's
+    120 (a slice's HyperLogLog costs up to 12 kB: the blocks ladder's 31 days of minutes
+    would be 44 640 of them a series)."""
     unique_exact_cap: int = DEFAULT_UNIQUE_EXACT_CAP
     """Values listed per slice in exact mode; past it the slice counts by its HyperLogLog."""
     sweep_period: float = DEFAULT_SWEEP_PERIOD
@@ -280,6 +289,8 @@ class Settings:
         set_(self, "shards", shards)
         set_(self, "unique_precisions", _unique_precisions(self.unique_precisions, precisions))
         set_(self, "unique_exact_cap", _int("unique_exact_cap", self.unique_exact_cap))
+        if self.unique_retention is not None:
+            set_(self, "unique_retention", _int("unique_retention", self.unique_retention))
         set_(self, "max_pending", _int("max_pending", self.max_pending))
         set_(
             self, "max_series_per_metric", _int("max_series_per_metric", self.max_series_per_metric)
@@ -306,6 +317,14 @@ class Settings:
             raise ConfigurationError(
                 f"unknown precision {precision!r}: expected one of {self.precisions}"
             ) from None
+
+    def unique_retention_for(self, precision: int) -> int:
+        """Unique slices kept at ``precision`` (``unique_retention``, else the counters'
+        retention up to ``DEFAULT_RETENTION``)."""
+        counters = self.retention_for(precision)
+        if self.unique_retention is not None:
+            return self.unique_retention
+        return min(counters, DEFAULT_RETENTION)
 
     def check_precision(self, precision: object) -> int:
         """Return ``precision`` if it is configured, else raise naming it."""

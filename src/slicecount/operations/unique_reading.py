@@ -61,7 +61,7 @@ def unique_precision(ctx: Context, precision: object) -> int:
 def window(ctx: Context, precision: int) -> range:
     """The slices a unique series may still hold: retention before now to max_future after."""
     now = ctx.clock()
-    oldest = max(0, oldest_kept(precision, ctx.settings.retention_for(precision), now))
+    oldest = max(0, oldest_kept(precision, ctx.settings.unique_retention_for(precision), now))
     return slice_starts(precision, oldest, now + ctx.settings.max_future)
 
 

@@ -77,7 +77,7 @@ def prepare_uniques(ctx: Context, buffer: UniqueBuffer) -> list[Batch]:
     for (key, precision, start, at), values in sorted(slices.items()):
         layout = keys.unique_layout(key[0], (precision,))
         slot = layout.slots[0]
-        expire_at = start + precision * settings.retention_for(precision)  # as counters
+        expire_at = start + precision * settings.unique_retention_for(precision)
         if expire_at <= now:
             continue  # already past retention: it would expire as it lands
         if layout.registry not in registries:

@@ -38,7 +38,7 @@ class UniqueValues(SecondsBuffer[dict[UniqueKey, set[str]]]):
     ) -> None:
         super().__init__(max_values, clock, dropped)
         self._max_future = settings.max_future
-        self._kept = [(p, p * settings.retention_for(p)) for p in settings.unique_precisions]
+        self._kept = [(p, p * settings.unique_retention_for(p)) for p in settings.unique_precisions]
         self.early = max_values // 2
         """Values past which the flusher is woken (``wake``) to write them at once."""
         self.wake = threading.Event()

@@ -106,12 +106,13 @@ def choose(
         return Choice(Grid(tuple(times), p, newest, newest, newest), ())
 
     known: dict[int, tuple[int, int, int]] = {}
+    retention = settings.unique_retention_for if distinct else settings.retention_for
 
     def edges(p: int) -> tuple[int, int, int]:
         """(the oldest boundary kept, the oldest the query reads, the first it reads)."""
         found = known.get(p)
         if found is None:
-            kept = oldest_kept(p, settings.retention_for(p), now)
+            kept = oldest_kept(p, retention(p), now)
             earliest = _earliest(wanted, start, p)
             first = kept if any(need.absolute for need in wanted) else max(kept, earliest)
             found = known[p] = (kept, earliest, first)
@@ -148,7 +149,8 @@ def choose(
             f"{chosen} s keeps them from {oldest(chosen)}; earlier times have no samples"
         )
     p = chosen
-    infos.insert(0, f"answered from the slices of precision {p} s ({_retained(settings, p)})")
+    retained = format_duration(p * retention(p))
+    infos.insert(0, f"answered from the slices of precision {p} s ({retained} retained)")
     for need in wanted:
         rounded = window(need.span, p)
         if need.distinct:
@@ -206,10 +208,6 @@ def _longest_kept(settings: Settings, precisions: Sequence[int], now: float) -> 
     return min(precisions, key=lambda p: (oldest_kept(p, settings.retention_for(p), now), p))
 
 
-def _retained(settings: Settings, p: int) -> str:
-    return f"{format_duration(p * settings.retention_for(p))} retained"
-
-
 def last_boundary(grid: Grid, wanted: Sequence[Need]) -> int:
     """The newest boundary the query reads (the end of the slices to read)."""
     end = grid.times[-1]
@@ -248,7 +246,8 @@ def panel_step(
                 "or let the precision be chosen"
             )
         return settings.check_precision(pinned), (pinned,)
-    covering = [p for p in kept if oldest_kept(p, settings.retention_for(p), now) <= start]
+    retention = settings.unique_retention_for if unique else settings.retention_for
+    covering = [p for p in kept if oldest_kept(p, retention(p), now) <= start]
     if unique:
         fitting = [p for p in covering if p <= wanted]
         p = fitting[-1] if fitting else covering[0] if covering else kept[-1]
