@@ -199,7 +199,7 @@ def test_unique_slices_are_kept_as_the_books_unless_told() -> None:
     blocks = Settings(layout="blocks")
     assert blocks.retention_for(60) == 44_640
     assert [blocks.unique_retention_for(p) for p in blocks.unique_precisions] == [120] * 3
-    longer = Settings(layout="blocks", unique_retention="1440")
+    longer = Settings.from_env({"SLICECOUNT_UNIQUE_RETENTION": "1440"}, layout="blocks")
     assert longer.unique_retention_for(3600) == 1440
     book = Settings(layout="book", retention=60)
     assert book.unique_retention_for(60) == 60  # never longer than the counters'
