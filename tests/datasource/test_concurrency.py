@@ -7,6 +7,8 @@ import asyncio
 import json
 from typing import Any
 
+import pytest
+
 from slicecount.config import Settings
 from slicecount.datasource import endpoints
 from slicecount.datasource.concurrency import SharedReads
@@ -31,6 +33,7 @@ def totals(frames: list[dict[str, Any]]) -> list[float]:
     return [sum(v for v, _ in frame["datapoints"]) for frame in frames]
 
 
+@pytest.mark.layouts("book")  # its counts are the book's read chunks (READ_CHUNK_POINTS)
 def test_panels_of_one_refresh_read_the_same_slices_once(load: Settings) -> None:
     bodies = [panel("load"), panel("sum(load)"), panel("max(load)"), panel('load{i="3"}')]
 
@@ -49,6 +52,7 @@ def test_panels_of_one_refresh_read_the_same_slices_once(load: Settings) -> None
     assert sorted(reads) == [("read", 1, 1), ("read", 1, 23), ("read", 1, 27)]  # each once
 
 
+@pytest.mark.layouts("book")  # its counts are the book's read chunks (READ_CHUNK_POINTS)
 def test_a_request_never_reads_before_it_arrived(load: Settings, store: Store) -> None:
     """A count written between two requests is in the second one's answer: a read that
     started before a request arrived is not shared with it."""
@@ -67,6 +71,7 @@ def test_a_request_never_reads_before_it_arrived(load: Settings, store: Store) -
     assert counting.kinds().count("read") == 2 * 2
 
 
+@pytest.mark.layouts("book")  # its counts are the book's read chunks (READ_CHUNK_POINTS)
 def test_a_shared_read_cancelled_with_its_request_is_read_again(load: Settings) -> None:
     async def scenario() -> tuple[CountingStore, list[Any]]:
         counting = CountingStore(load)

@@ -10,6 +10,7 @@ from typing import Any, TypeVar
 import pytest
 
 from slicecount.config import Settings
+from slicecount.core.blocks import Stored
 from slicecount.datasource import endpoints
 from slicecount.datasource.concurrency import all_done
 from slicecount.datasource.limits import LimitExceeded, Limits
@@ -53,6 +54,15 @@ class CountingStore(AsyncStore):
         async def held() -> dict[str, list[int | None]]:
             await asyncio.sleep(self.read_delay)
             return await AsyncStore.read(self, series_ids, precision, start, end)
+
+        return await self._track(("read", precision, len(series_ids)), held())
+
+    async def read_stored(  # the blocks layout's read: counted as a read
+        self, series_ids: Sequence[str], precision: int, start: float, end: float
+    ) -> dict[str, Stored]:
+        async def held() -> dict[str, Stored]:
+            await asyncio.sleep(self.read_delay)
+            return await AsyncStore.read_stored(self, series_ids, precision, start, end)
 
         return await self._track(("read", precision, len(series_ids)), held())
 
@@ -224,6 +234,7 @@ def load(settings: Settings, store: Store) -> Settings:
                                             18000: 120, 86400: 120})  # fmt: skip
 
 
+@pytest.mark.layouts("book")  # its counts are the book's read chunks (READ_CHUNK_POINTS)
 @pytest.mark.parametrize("turns", [1, 2])
 def test_heavy_requests_take_turns(load: Settings, turns: int) -> None:
     """Two heavy requests at once: with one turn, the reads of one never overlap the other's

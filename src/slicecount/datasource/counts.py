@@ -49,6 +49,27 @@ class Rows(NamedTuple):
     sizes: Ints
 
 
+def merged(parts: Sequence[Read]) -> Read:
+    """Reads of chunks of the series as one read: lists by id, or 2-D rows stacked."""
+    if parts and all(isinstance(p, Slices) for p in parts):
+        rows: dict[str, int] = {}
+        for part in parts:
+            assert isinstance(part, Slices)
+            rows.update({i: n + len(rows) for i, n in part.row.items()})
+        stacked = np.concatenate([p.counts for p in parts if isinstance(p, Slices)])
+        return Slices(rows, stacked)
+    counts: dict[str, Sequence[int | None] | Ints] = {}
+    for part in parts:
+        assert not isinstance(part, Slices)
+        counts.update(part)
+    return counts
+
+
+def chunks(ids: list[str], size: int) -> list[list[str]]:
+    """``ids`` cut into reads of ``size``."""
+    return [ids[i : i + size] for i in range(0, len(ids), size)]
+
+
 def rows(read: Read, ids: Sequence[str], slices: int) -> Rows:
     """The counts of ``ids`` (zeros for a series or a slice never counted)."""
     index = {i: n for n, i in enumerate(ids)}

@@ -19,10 +19,18 @@ from slicecount.config import Settings
 from slicecount.core.histogram import BUCKET_SUFFIX
 from slicecount.core.series import parse
 from slicecount.datasource.concurrency import SharedReads, Turns, all_done
+from slicecount.datasource.counts import Read, Slices, chunks, merged
+from slicecount.datasource.decoding import slices_matrix
 from slicecount.datasource.discovery import SeriesInfo
 from slicecount.datasource.limits import Limits
+from slicecount.errors import MissingExtra
 from slicecount.operations.unique_reading import Group, kept_precisions
 from slicecount.store.asyncio import AsyncStore
+
+try:
+    import anyio.to_thread
+except ModuleNotFoundError as exc:
+    raise MissingExtra("datasource", exc, "the datasource") from exc
 
 CACHE_TTL = 2.0
 """Seconds a discovery answer (series of a metric, metric names) is reused: Grafana asks for
@@ -30,6 +38,9 @@ the same panels over and over, and a series that appears shows up within this de
 ANNOTATION_LIMIT = 1000
 """Annotations returned for one panel at most."""
 READ_CHUNK_POINTS = 16_384
+BLOCK_POINTS = 8
+"""Points of the blocks layout read for one of the book's: a span of frames decoded with
+numpy costs an eighth of an HMGET field (``planning.POINTS_PER_FIELD``)."""
 """Points asked of Redis in one read: its reply is parsed and converted on the event loop, in
 about 10 ms (a 500 000-point read in one piece would hold the loop for 400 ms)."""
 READS_IN_FLIGHT = 2
@@ -63,7 +74,7 @@ class Reader:
         self._cache: dict[Any, tuple[float, Any]] = {}
         self._parsed: dict[str, SeriesInfo] = {}
         self._derived: dict[Any, tuple[tuple[object, ...], Any]] = {}
-        self._shared = SharedReads[dict[str, list[int | None]]](2 * limits.max_request_points)
+        self._shared = SharedReads[Read](2 * limits.max_request_points)
 
     @property
     def settings(self) -> Settings:
@@ -233,7 +244,7 @@ class Reader:
 
     async def read_slices(
         self, ids: Sequence[str], precision: int, first: int, last: int, since: float | None = None
-    ) -> dict[str, list[int | None]]:
+    ) -> Read:
         """The counts of the slices from start ``first`` to start ``last`` of every series,
         in chunks of READ_CHUNK_POINTS, READS_IN_FLIGHT at once. ``since``: when the request
         arrived (``time.monotonic()``): the same read of another request started since then
@@ -248,7 +259,7 @@ class Reader:
             )
         tasks = self._start_reads(ids, precision, first, last, asyncio.Semaphore(READS_IN_FLIGHT))
         await all_done(tasks)
-        return _merged(tasks)
+        return merged([task.result() for task in tasks])
 
     def request(self) -> AbstractContextManager[float]:
         """A request under way, from its arrival (``time.monotonic()``, given) to its answer:
@@ -262,27 +273,23 @@ class Reader:
 
     def _start_reads(
         self, ids: Sequence[str], precision: int, first: int, last: int, gate: asyncio.Semaphore
-    ) -> list[asyncio.Future[dict[str, list[int | None]]]]:
-        per_chunk = max(1, READ_CHUNK_POINTS // ((last - first) // precision + 1))
+    ) -> list[asyncio.Future[Read]]:
+        blocks = self.settings.layout == "blocks"
+        points = READ_CHUNK_POINTS * (BLOCK_POINTS if blocks else 1)
+        per_chunk = max(1, points // ((last - first) // precision + 1))
 
-        async def read_chunk(part: list[str]) -> dict[str, list[int | None]]:
+        async def read_chunk(part: list[str]) -> Read:
             async with gate:
-                return await self.store.read(part, precision, first, last)
+                if not blocks:
+                    return await self.store.read(part, precision, first, last)
+                stored = await self.store.read_stored(part, precision, first, last)
+            # zlib and numpy let go of the GIL: the loop serves others while this decodes
+            found = [stored[i] for i in part]
+            end = last + precision
+            counts = await anyio.to_thread.run_sync(slices_matrix, found, precision, first, end)
+            return Slices({i: n for n, i in enumerate(part)}, counts)
 
-        return [asyncio.ensure_future(read_chunk(part)) for part in _chunks(list(ids), per_chunk)]
-
-
-def _merged(
-    tasks: Sequence[asyncio.Future[dict[str, list[int | None]]]],
-) -> dict[str, list[int | None]]:
-    counts: dict[str, list[int | None]] = {}
-    for task in tasks:
-        counts.update(task.result())
-    return counts
-
-
-def _chunks(ids: list[str], size: int) -> list[list[str]]:
-    return [ids[i : i + size] for i in range(0, len(ids), size)]
+        return [asyncio.ensure_future(read_chunk(part)) for part in chunks(list(ids), per_chunk)]
 
 
 def union_parts(groups: Sequence[Group], limit: int = UNION_SLICES_PER_CALL) -> list[list[Group]]:
