@@ -379,3 +379,14 @@ def test_foreign_fields_of_slice_width_never_break_a_trim(
     assert {"zzzzzzzzzz", "0000000abc", "1.5"} <= fields  # foreign fields are left alone
     assert len(fields) == 120 + 3
     assert stats.bad >= 2
+
+
+def test_a_cleaner_whose_clock_runs_far_ahead_still_passes_and_says_why_its_figures_are_lost(
+    store: Store, caplog: pytest.LogCaptureFixture
+) -> None:
+    ahead = time.time() + 10 * store.settings.max_future
+    with caplog.at_level(logging.WARNING, logger="slicecount"):
+        stats = Cleaner(store, clock=lambda: ahead).run_once()
+    assert stats is not None
+    assert "could not record the pass figures" in caplog.text
+    assert "is outside 2000-01-01 .. now + 300 s" in caplog.text  # the refused time, named

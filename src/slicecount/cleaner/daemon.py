@@ -24,7 +24,7 @@ from slicecount.cleaner.plan import (
     sweep_every,
 )
 from slicecount.cleaner.sizing import ChunkSizer
-from slicecount.errors import StoreError
+from slicecount.errors import ConfigurationError, StoreError
 from slicecount.operations import trimming
 from slicecount.operations.batches import Context, Operation
 from slicecount.operations.writing import WRITER_MEMORY
@@ -284,7 +284,9 @@ class Cleaner:
         second = int(stats.now)
         try:
             self.store.apply({name: {second: n} for name, n in stats.series().items() if n})
-        except StoreError as exc:
+        except (StoreError, ConfigurationError) as exc:
+            # Redis away, or a clock the store refuses (ahead of it by more than max_future):
+            # the figures are lost and said so; the pass itself is done
             logger.warning("could not record the pass figures: %s", exc)
 
     def run(self) -> None:
