@@ -10,6 +10,7 @@ reads them (a vector is arrays the engine never changes in place).
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Hashable, Mapping, MutableMapping
 from typing import Any
 
@@ -49,13 +50,20 @@ def ready(
     for aggregate in lowest_aggregations(node):
         key = ("aggregation", repr(aggregate), grid)
         matched = [found.get(n) for n in walk(aggregate) if isinstance(n, VectorSelector)]
-        hit = shared.get(key)
-        if hit is not None and all(a is b for a, b in zip(hit[0], matched, strict=True)):
-            out[aggregate] = hit[1]
-            continue
-        evaluator = Evaluator(grid, data, budget - computed)
-        result = as_block(evaluator.evaluate(aggregate), len(grid.times))
-        computed += evaluator.computed
-        shared[key] = (matched, result)  # holding ``matched``: their ids stay theirs
+        with _COMPUTING:
+            hit = shared.get(key)
+            if hit is not None and all(a is b for a, b in zip(hit[0], matched, strict=True)):
+                out[aggregate] = hit[1]
+                continue
+            evaluator = Evaluator(grid, data, budget - computed)
+            result = as_block(evaluator.evaluate(aggregate), len(grid.times))
+            computed += evaluator.computed
+            shared[key] = (matched, result)  # holding ``matched``: their ids stay theirs
         out[aggregate] = result
     return out, computed
+
+
+_COMPUTING = threading.Lock()
+"""Heavy requests evaluate in worker threads, two at a time: the second to want a shared
+aggregation waits for the first's instead of computing it beside it (one aggregation at a
+time: the rest of each query still evaluates side by side)."""
