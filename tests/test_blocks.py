@@ -78,8 +78,7 @@ def test_every_precision_sums_the_same_counts_and_a_span_reads_exactly() -> None
     for p in LADDER:
         assert sum(everything[p].values()) == sum(counts.values())
     start, end = T0 - T0 % 5 + 600, T0 + 5000
-    lo, _, offset, length = header.frames(5, start, end)
-    got = blocks.slices_in(header, 5, data[offset : offset + length], lo, start, end)
+    got = blocks.slices_in(blocks.span(data, 5, start, end), 5, start, end)
     assert got == [sum(counts.get(s + k, 0) for k in range(5)) for s in range(start, end, 5)]
 
 

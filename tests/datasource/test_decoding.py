@@ -7,7 +7,7 @@ import random
 import pytest
 
 from slicecount.core import blocks
-from slicecount.core.blocks import FRAME_SLICES, BlockError, Header, Stored
+from slicecount.core.blocks import FRAME_SLICES, NOTHING_STORED, BlockError, Header
 from slicecount.datasource.decoding import decode_frames, slices_matrix
 
 T0 = 1_700_000_000 - 1_700_000_000 % 3600
@@ -60,16 +60,13 @@ def test_a_span_of_blocks_and_open_slices_reads_as_the_codec_and_the_hash_add_up
     for _ in range(6):
         sealed = {T0 + i: rng.randint(0, 4) for i in range(0, 9000, rng.choice((1, 3, 17)))}
         late = {T0 + rng.randrange(9000): rng.randint(1, 9) for _ in range(5)}
-        data = block_of(sealed)
-        header = blocks.parse_header(data[: blocks.header_size(data[: blocks.header_size(data)])])
-        lo, _, offset, length = header.frames(precision, start, end)
-        stored.append(Stored(header, data[offset : offset + length], lo, late))
+        found = blocks.span(block_of(sealed), precision, start, end)
+        stored.append(found._replace(open=late))
         only_sealed = by_slices(sealed, precision, start, end)
         late_slices = by_slices(late, precision, start, end)
         by_slice = [a + b for a, b in zip(only_sealed, late_slices, strict=True)]
         truths.append(by_slice)
-        span = data[offset : offset + length]
-        assert blocks.slices_in(header, precision, span, lo, start, end) == only_sealed
-    stored.append(Stored(None, b"", 0, {start: 7}))
+        assert blocks.slices_in(found, precision, start, end) == only_sealed
+    stored.append(NOTHING_STORED._replace(open={start: 7}))
     truths.append([7] + [0] * ((end - start) // precision - 1))
     assert slices_matrix(stored, precision, start, end).tolist() == truths

@@ -279,38 +279,49 @@ def _low_bits(slices: int) -> int:
 
 
 class Stored(NamedTuple):
-    """What a read found of one series: its block's header (None: no block), the bytes of
-    the frames it needs from frame ``first_index`` on, and its open slices (second -> n).
-    ``slices_in`` (here) or the datasource's numpy ``slices_matrix`` turns it into counts."""
+    """What a read found of one series at one precision: the bytes of the frames its range
+    overlaps (``lengths``: each one's, the first starting at second ``start``) and its open
+    slices in the range (second -> n). ``slices_in`` (here) or the datasource's numpy
+    ``slices_matrix`` turns it into counts."""
 
-    header: Header | None
+    start: int
+    lengths: Sequence[int]
     frames: bytes
-    first_index: int
     open: Mapping[int, int]
 
 
-def slices_in(
-    header: Header, precision: int, frames: bytes, first_index: int, start: int, end: int
-) -> list[int]:
-    """Counts of the slices of ``precision`` from ``start`` to ``end`` (slice starts, ``end``
-    excluded), given ``frames``: the bytes of the frames from ``first_index`` on (what
-    ``Header.frames`` located). Slices outside the stored frames count 0."""
-    out = [0] * max(0, (end - start) // precision)
+NOTHING_STORED = Stored(0, (), b"", {})
+
+
+def span(data: bytes, precision: int, start: int, end: int) -> Stored:
+    """What a whole block ``data`` holds for the slices of ``precision`` from ``start`` to
+    ``end``: the frames over them, as the store's ``read_blocks`` script returns them (no
+    open slices). BlockError for bytes that are not a block."""
+    header = parse_header(data)
+    lo, count, offset, length = header.frames(precision, start, end)
     section = header.section(precision)
-    if section is None or not out:
-        return out
-    at, index = 0, first_index
-    while at < len(frames) and index < len(section.lengths):
-        length = section.lengths[index]
-        frame_start = section.frame_start(index)
-        lo, hi = max(start, frame_start), min(end, frame_start + section.period)
+    if not count or section is None:
+        return NOTHING_STORED
+    lengths = section.lengths[lo : lo + count]
+    return Stored(section.frame_start(lo), lengths, data[offset : offset + length], {})
+
+
+def slices_in(found: Stored, precision: int, start: int, end: int) -> list[int]:
+    """Counts of the slices of ``precision`` from ``start`` to ``end`` (slice starts, ``end``
+    excluded) held by ``found``'s frames (its open slices are not added). Slices outside
+    them count 0."""
+    out = [0] * max(0, (end - start) // precision)
+    period = precision * FRAME_SLICES
+    at, frame_start = 0, found.start
+    for length in found.lengths:
+        lo, hi = max(start, frame_start), min(end, frame_start + period)
         if length and lo < hi:
-            values = decode_frame(frames[at : at + length])
+            values = decode_frame(found.frames[at : at + length])
             skip, first = (lo - frame_start) // precision, (lo - start) // precision
             count = (hi - lo) // precision
             out[first : first + count] = values[skip : skip + count]
         at += length
-        index += 1
+        frame_start += period
     return out
 
 

@@ -60,21 +60,17 @@ def slices_matrix(stored: Sequence[Stored], precision: int, start: int, end: int
         return out
     wanted: list[bytes] = []
     where: list[tuple[int, int]] = []  # (row, frame start) of each frame in ``wanted``
+    period = precision * FRAME_SLICES
     for row, found in enumerate(stored):
-        section = found.header.section(precision) if found.header is not None else None
-        if section is None:
-            continue
-        at, index = 0, found.first_index
-        while at < len(found.frames) and index < len(section.lengths):
-            length = section.lengths[index]
+        at, frame_start = 0, found.start
+        for length in found.lengths:
             if length:
                 wanted.append(found.frames[at : at + length])
-                where.append((row, section.frame_start(index)))
+                where.append((row, frame_start))
             at += length
-            index += 1
+            frame_start += period
     if wanted:
         values = decode_frames(wanted)
-        period = precision * FRAME_SLICES
         for k, (row, frame_start) in enumerate(where):
             lo, hi = max(start, frame_start), min(end, frame_start + period)
             if lo < hi:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from slicecount.core.blocks import Stored
+from slicecount.core.blocks import NOTHING_STORED, Stored
 from slicecount.core.keys import EVERY_PRECISION
 from slicecount.core.series import Labels, encode, metric_name, validate_name
 from slicecount.core.slices import slice_starts
@@ -133,7 +133,7 @@ def read_stored(
     if not _blocks(ctx):
         raise ConfigurationError("read_stored reads the blocks layout; the book's is read()")
     if not starts or not ids:
-        return {s: Stored(None, b"", 0, {}) for s in ids}
+        return {s: NOTHING_STORED for s in ids}
     last = starts[-1] + precision
     return (yield from block_reading.stored(ctx, ids, precision, starts[0], last))
 
