@@ -293,6 +293,33 @@ def test_histogram_quantile_matches_the_raw_observations(
         assert value == pytest.approx(_prometheus_quantile(q, cumulative), rel=1e-9), route
 
 
+def test_a_dashboard_at_a_15s_step_is_exact_where_it_is_evaluated_on_sums_of_slices(
+    prom: TestClient, known: tuple[Events, Any]
+) -> None:
+    """Grafana's "last 10 minutes" (step 15 s, [1m] windows): the blocks layout reads 5 s
+    slices and evaluates on their sums by three (``plan.grouped``), the book on 5 s ones."""
+    events, observations = known
+    end = NOW - 30
+    start = end - 480
+    body = query_range(prom, "sum by (route) (increase(http_requests_total[1m]))", start, end, 15)
+    assert "precision 5 s" in body["infos"][0], body["infos"]
+    got = by_labels(body, "route")
+    assert set(got) == {(r,) for r in ROUTES}
+    for (route,), samples in got.items():
+        assert [t for t, _ in samples] == list(range(start, end + 1, 15))
+        for t, value in samples:
+            assert value == sum(truth(events[(route, s)], t, 60, 5) for s in STATUSES), t
+    text = (
+        "histogram_quantile(0.9, sum by (le, route) "
+        "(rate(http_request_duration_seconds_bucket[1m])))"
+    )
+    for (route,), samples in by_labels(query_range(prom, text, start, end, 15), "route").items():
+        for t, value in samples:
+            seen = [v for s, vs in observations[route].items() if t - 60 <= s < t for v in vs]
+            cumulative = [(b, float(sum(1 for v in seen if v <= b))) for b in BOUNDS]
+            assert value == pytest.approx(_prometheus_quantile(0.9, cumulative), rel=1e-9)
+
+
 def test_histogram_count_and_sum_parts(prom: TestClient, known: tuple[Events, Any]) -> None:
     _, observations = known
     t = NOW - 30

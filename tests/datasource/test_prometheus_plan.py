@@ -184,3 +184,44 @@ def test_an_instant_query_of_totals_reads_the_precision_kept_longest() -> None:
     assert choice("x", evaluation_times(NOW - 60, NOW, 15), 15)[0] == 1  # a graph: unchanged
     longest = Settings(precisions=(1, 60, 3600), retention="1=1000000,60=100,3600=100")
     assert choose(longest, needs(parse("x")), [NOW], None, NOW, 11_000).precision == 1
+
+
+def grouping(
+    text: str, start: float, step: float | None, layout: str = "blocks"
+) -> tuple[int, int]:
+    """(the precision read, the precision evaluated) of a query over ``start``..NOW."""
+    times = evaluation_times(start, NOW, step) if step else [NOW]
+    made = choose(Settings(layout=layout), needs(parse(text)), times, step, NOW, 10**7)
+    return made.read_precision, made.precision
+
+
+def test_blocks_evaluate_a_dashboard_on_sums_of_whole_stored_slices() -> None:
+    # NOW - 3600 and NOW - 300 are multiples of 15; NOW - 86400 is one of 15, not of 120
+    assert grouping("sum(rate(x[1m0s]))", NOW - 3600, 15) == (5, 15)
+    assert grouping("sum by (le) (increase(x[1m]))", NOW - 300, 15) == (5, 15)  # not 1 s: fewer
+    assert grouping("histogram_quantile(0.9, sum by (le) (rate(x[2m15s])))", NOW - 86400, 120) == (
+        5, 15,
+    )  # fmt: skip
+    assert grouping("rate(x[30m]) / rate(y[30m] offset 30m)", NOW - 7230, 1800) == (60, 1800)
+    # a frame of 720 slices holds whole sums: 7 does not divide it
+    assert grouping("rate(x[7s])", NOW - 2 - 7 * 20, 7) == (1, 1)
+
+
+@pytest.mark.parametrize(
+    ("text", "start", "step"),
+    [
+        ("irate(x[1m])", NOW - 3600, 15),  # the last slice of a window: a stored one
+        ("count_over_time(x[1m])", NOW - 3600, 15),  # the number of slices
+        ("max_over_time(x[1m])", NOW - 3600, 15),
+        ("x", NOW - 3600, 15),  # running totals since the oldest slice kept
+        ("rate(x[1m])", NOW - 3600 + 5, 15),  # times between two sums
+        ("rate(x[1m] offset 5s)", NOW - 3600, 15),
+        ("rate(x[1m])", NOW, None),  # one time: its own slices
+    ],
+)
+def test_only_windows_of_whole_sums_are_evaluated_on_sums(
+    text: str, start: float, step: float | None
+) -> None:
+    read, evaluated = grouping(text, start, step)
+    assert read == evaluated
+    assert grouping("sum(rate(x[1m0s]))", NOW - 3600, 15, "book") == (60, 60)

@@ -3,7 +3,9 @@
 ``core/blocks.py`` decodes a frame in Python (the cleaner and ``Store.get`` need no numpy);
 a dashboard's read touches thousands of frames (a 24 h panel of 2 000 series at 5 s: 48 000),
 so the datasource inflates them one by one (zlib, in C) and rebuilds their values for all of
-them at once: the byte planes of every frame of one width are one array.
+them at once: the byte planes of every frame of one width are one array, and frames start at
+multiples of their period, so a read's matrix is (series x frames x slices) filled in one
+assignment, then cut to the range.
 """
 
 from __future__ import annotations
@@ -21,65 +23,83 @@ except ModuleNotFoundError as exc:
     raise MissingExtra("datasource", exc, "the datasource") from exc
 
 Matrix = npt.NDArray[np.int64]
+_UNSIGNED = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 
 
 def decode_frames(frames: Sequence[bytes]) -> Matrix:
     """The values of each frame, one row each (an empty frame: zeros)."""
-    out = np.zeros((len(frames), FRAME_SLICES), dtype=np.uint64)
+    out = np.zeros((len(frames), FRAME_SLICES), dtype=np.int64)
+    for rows, values in _by_width(frames):
+        out[rows] = values
+    return out
+
+
+def _by_width(frames: Sequence[bytes]) -> list[tuple[list[int], Matrix]]:
+    """The nonempty frames grouped by width: their indices in ``frames`` and their values."""
     by_width: dict[int, list[int]] = {}
     for row, data in enumerate(frames):
         if data:
             by_width.setdefault(data[0], []).append(row)
+    decoded = []
     for width, rows in by_width.items():
         if width not in WIDTHS:
             raise BlockError(f"a frame of width {width}")
         try:
-            raw = b"".join(zlib.decompress(frames[r][1:], -15) for r in rows)
+            raw = b"".join([zlib.decompress(frames[r][1:], -15) for r in rows])
         except zlib.error as exc:
             raise BlockError(f"a frame that does not inflate: {exc}") from None
         if len(raw) != len(rows) * width * FRAME_SLICES:
             raise BlockError("a frame that does not hold its slices")
         planes = np.frombuffer(raw, dtype=np.uint8).reshape(len(rows), width, FRAME_SLICES)
-        values = planes[:, 0, :].astype(np.uint64)
-        for b in range(1, width):
-            values |= planes[:, b, :].astype(np.uint64) << np.uint64(8 * b)
-        out[rows] = values
-    # zigzag back: (z >> 1) ^ -(z & 1)
-    signs: Matrix = -(out & np.uint64(1)).view(np.int64)
-    halves: Matrix = (out >> np.uint64(1)).view(np.int64)
-    return halves ^ signs
+        # byte planes back to little-endian integers of the frame's width, then unzigzag
+        zigzag = np.ascontiguousarray(planes.transpose(0, 2, 1)).view(_UNSIGNED[width])
+        z = zigzag.reshape(len(rows), FRAME_SLICES).astype(np.uint64)
+        values = ((z >> np.uint64(1)) ^ (-(z & np.uint64(1)))).view(np.int64)
+        decoded.append((rows, values))
+    return decoded
 
 
-def slices_matrix(stored: Sequence[Stored], precision: int, start: int, end: int) -> Matrix:
-    """Counts per series (rows, in ``stored``'s order) and slice of ``precision`` from
-    ``start`` to ``end`` (slice starts, ``end`` excluded): their blocks' frames plus their
-    open slices."""
-    slices = max(0, (end - start) // precision)
-    out = np.zeros((len(stored), slices), dtype=np.int64)
+def slices_matrix(
+    stored: Sequence[Stored], precision: int, start: int, end: int, group: int = 1
+) -> Matrix:
+    """Counts per series (rows, in ``stored``'s order) and slice from ``start`` to ``end``
+    (slice starts, ``end`` excluded): their blocks' frames plus their open slices. The
+    slices are those of ``precision`` (as read), or sums of ``group`` of them: slices of
+    ``precision * group`` seconds (``start`` a multiple of it, ``group`` dividing a frame)."""
+    wide = precision * group
+    if FRAME_SLICES % group or start % wide:
+        raise ValueError(f"{wide} s slices from {start} are not sums of whole {precision} s ones")
+    slices = max(0, (end - start) // wide)
     if not slices:
-        return out
+        return np.zeros((len(stored), 0), dtype=np.int64)
+    period, width = precision * FRAME_SLICES, FRAME_SLICES // group
+    base = start - start % period  # frames start at multiples of their period
+    frames = -(-(end - base) // period)
     wanted: list[bytes] = []
-    where: list[tuple[int, int]] = []  # (row, frame start) of each frame in ``wanted``
-    period = precision * FRAME_SLICES
+    rows: list[int] = []
+    places: list[int] = []  # each frame's index from ``base``
     for row, found in enumerate(stored):
-        at, frame_start = 0, found.start
+        at, place = 0, (found.start - base) // period
         for length in found.lengths:
-            if length:
+            if length and 0 <= place < frames:
                 wanted.append(found.frames[at : at + length])
-                where.append((row, frame_start))
+                rows.append(row)
+                places.append(place)
             at += length
-            frame_start += period
+            place += 1
+    every = np.zeros((len(stored), frames, width), dtype=np.int64)
     if wanted:
-        values = decode_frames(wanted)
-        for k, (row, frame_start) in enumerate(where):
-            lo, hi = max(start, frame_start), min(end, frame_start + period)
-            if lo < hi:
-                a, b = (lo - frame_start) // precision, (hi - frame_start) // precision
-                c = (lo - start) // precision
-                out[row, c : c + b - a] = values[k, a:b]
-    for row, found in enumerate(stored):
-        for second, n in found.open.items():
-            column = (second - second % precision - start) // precision
-            if 0 <= column < slices:
-                out[row, column] += n
+        row_of, place_of = np.array(rows), np.array(places)
+        for picked, values in _by_width(wanted):
+            if group > 1:
+                values = values.reshape(len(picked), width, group).sum(axis=2)
+            every[row_of[picked], place_of[picked]] = values
+    skip = (start - base) // wide
+    out = every.reshape(len(stored), frames * width)[:, skip : skip + slices]
+    opened = [(row, t, n) for row, found in enumerate(stored) for t, n in found.open.items()]
+    if opened:
+        at_row, seconds, counts = (np.array(c, dtype=np.int64) for c in zip(*opened, strict=True))
+        columns = (seconds - seconds % wide - start) // wide
+        inside = (columns >= 0) & (columns < slices)
+        np.add.at(out, (at_row[inside], columns[inside]), counts[inside])
     return out

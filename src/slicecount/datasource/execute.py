@@ -93,7 +93,7 @@ async def _run(
         for p in plans
     )
 
-    def compute(counts: Mapping[tuple[int, int, int], Read], distinct_counts: list[list[int]]
+    def compute(counts: Mapping[tuple[int, int, int, int], Read], distinct_counts: list[list[int]]
                 ) -> bytes:  # fmt: skip
         answers = []
         budget = reader.limits.max_computed_points
@@ -144,8 +144,10 @@ def _answered(result: Result, times: int, budget: int, limits: Limits) -> int:
     return points
 
 
-def _read_key(plan: Plan) -> tuple[int, int, int]:
-    return plan.choice.precision, plan.choice.grid.first, plan.last
+def _read_key(plan: Plan) -> tuple[int, int, int, int]:
+    """(the grid's precision, its first and last boundary, the precision read)."""
+    choice = plan.choice
+    return choice.precision, choice.grid.first, plan.last, choice.read_precision
 
 
 async def _read(
@@ -153,16 +155,16 @@ async def _read(
     plans: Sequence[Plan],
     alongside: Callable[[], Awaitable[None]] | None,
     arrived: float,
-) -> tuple[dict[tuple[int, int, int], Read], list[list[int]]]:
+) -> tuple[dict[tuple[int, int, int, int], Read], list[list[int]]]:
     """The slices of every query, one read per (precision, first, last) for all of them
     (shared with the requests that arrived before it started), and the unions each counts,
     concurrently."""
-    groups: dict[tuple[int, int, int], dict[str, None]] = {}
+    groups: dict[tuple[int, int, int, int], dict[str, None]] = {}
     for plan in plans:
         groups.setdefault(_read_key(plan), {}).update(dict.fromkeys(plan.ids))
     reads = {
         key: asyncio.ensure_future(
-            reader.read_slices(list(ids), key[0], key[1], key[2] - key[0], arrived)
+            reader.read_slices(list(ids), key[0], key[1], key[2] - key[0], arrived, key[3])
         )
         for key, ids in groups.items()
         if ids

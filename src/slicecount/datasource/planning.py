@@ -117,7 +117,7 @@ async def _discover(
         for n in need:
             for unique in (False, True) if n.distinct else (False,):
                 for name in catalogue.matching(n.selector, unique=unique):
-                    wanted[(catalogue.sources[name].stored, choice.precision, unique)] = None
+                    wanted[(catalogue.sources[name].stored, choice.read_precision, unique)] = None
     found = await reader.series_of_each(list(wanted))
     return dict(zip(wanted, found, strict=True))
 
@@ -156,7 +156,7 @@ def _plan(
     catalogue: Catalogue,
     series: SeriesAt,
 ) -> Plan:
-    p = choice.precision
+    p = choice.read_precision
     found = {n.selector: _matched(reader, catalogue, n.selector, False, p, series) for n in need}
     distinct = {s: _matched(reader, catalogue, s, True, p, series) for s in kinds.distinct}
     planned = uniques.plan(choice.grid, query.step, distinct, unions(query.node, kinds.distinct))

@@ -243,21 +243,33 @@ class Reader:
         return await self.store.annotations(start, end, tags, ANNOTATION_LIMIT)
 
     async def read_slices(
-        self, ids: Sequence[str], precision: int, first: int, last: int, since: float | None = None
+        self,
+        ids: Sequence[str],
+        precision: int,
+        first: int,
+        last: int,
+        since: float | None = None,
+        stored: int | None = None,
     ) -> Read:
-        """The counts of the slices from start ``first`` to start ``last`` of every series,
-        in chunks of READ_CHUNK_POINTS, READS_IN_FLIGHT at once. ``since``: when the request
-        arrived (``time.monotonic()``): the same read of another request started since then
-        answers it too (``sharing``)."""
+        """The counts of the slices of ``precision`` from start ``first`` to start ``last`` of
+        every series, in chunks of READ_CHUNK_POINTS, READS_IN_FLIGHT at once. ``stored``: the
+        precision read (the blocks layout), of which ``precision`` is a multiple: its slices
+        summed. ``since``: when the request arrived (``time.monotonic()``): the same read of
+        another request started since then answers it too (``sharing``)."""
         if last < first or not ids:
             return {i: [] for i in ids}
+        read = stored or precision
         if since is not None:
-            points = len(ids) * ((last - first) // precision + 1)
-            key = (precision, first, last, tuple(ids))
+            points = len(ids) * ((last - first) // read + 1)
+            key = (precision, first, last, read, tuple(ids))
             return await self._shared.read(
-                key, points, since, lambda: self.read_slices(ids, precision, first, last)
+                key,
+                points,
+                since,
+                lambda: self.read_slices(ids, precision, first, last, None, read),
             )
-        tasks = self._start_reads(ids, precision, first, last, asyncio.Semaphore(READS_IN_FLIGHT))
+        gate = asyncio.Semaphore(READS_IN_FLIGHT)
+        tasks = self._start_reads(ids, precision, first, last, read, gate)
         await all_done(tasks)
         return merged([task.result() for task in tasks])
 
@@ -272,21 +284,31 @@ class Reader:
         return self._shared.results(read)  # type: ignore[arg-type]  # any object: by id
 
     def _start_reads(
-        self, ids: Sequence[str], precision: int, first: int, last: int, gate: asyncio.Semaphore
+        self,
+        ids: Sequence[str],
+        precision: int,
+        first: int,
+        last: int,
+        stored: int,
+        gate: asyncio.Semaphore,
     ) -> list[asyncio.Future[Read]]:
         blocks = self.settings.layout == "blocks"
+        if not blocks and stored != precision:
+            raise ValueError(f"the book's layout reads slices of {precision} s as stored")
         points = READ_CHUNK_POINTS * (BLOCK_POINTS if blocks else 1)
-        per_chunk = max(1, points // ((last - first) // precision + 1))
+        end = last + precision
+        per_chunk = max(1, points // ((end - first) // stored))
 
         async def read_chunk(part: list[str]) -> Read:
             async with gate:
                 if not blocks:
                     return await self.store.read(part, precision, first, last)
-                stored = await self.store.read_stored(part, precision, first, last)
+                found = await self.store.read_stored(part, stored, first, end - stored)
             # zlib and numpy let go of the GIL: the loop serves others while this decodes
-            found = [stored[i] for i in part]
-            end = last + precision
-            counts = await anyio.to_thread.run_sync(slices_matrix, found, precision, first, end)
+            rows = [found[i] for i in part]
+            counts = await anyio.to_thread.run_sync(
+                slices_matrix, rows, stored, first, end, precision // stored
+            )
             return Slices({i: n for n, i in enumerate(part)}, counts)
 
         return [asyncio.ensure_future(read_chunk(part)) for part in chunks(list(ids), per_chunk)]
