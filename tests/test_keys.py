@@ -111,3 +111,11 @@ def test_long_empty_and_unencodable_identities_are_hashed() -> None:
     for identity in ("", "x" * (THROTTLE_TAG_MAX + 1), "\ud800"):
         tag = throttle_tag(identity)
         assert tag.startswith("#") and len(tag) == 33
+
+
+def test_a_series_keys_are_remembered_and_the_ones_block_and_open_name() -> None:
+    for shards in (1, 4):
+        keys = KeySpace("app:", shards)
+        found = keys.series_keys('x{a="1"}')
+        assert found == (keys.shard('x{a="1"}'), keys.block('x{a="1"}'), keys.open('x{a="1"}'))
+        assert keys.series_keys('x{a="1"}') is found

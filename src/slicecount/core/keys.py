@@ -61,6 +61,14 @@ class Layout(NamedTuple):
     shard: int
 
 
+class SeriesKeys(NamedTuple):
+    """Blocks layout: where a series lives: its shard, its block and its open hash."""
+
+    shard: int
+    block: str
+    open: str
+
+
 class Member(NamedTuple):
     """A parsed registry member."""
 
@@ -103,6 +111,9 @@ class KeySpace:
         default_factory=dict, init=False, repr=False, compare=False
     )
     _unique_layouts: dict[tuple[str, tuple[int, ...]], UniqueLayout] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
+    _series_keys: dict[str, SeriesKeys] = field(
         default_factory=dict, init=False, repr=False, compare=False
     )
 
@@ -180,6 +191,18 @@ class KeySpace:
         as for ``open``)."""
         where = self.shard(series_id) if shard is None else shard
         return self._in_slot("block", where, series_digest(series_id))
+
+    def series_keys(self, series_id: str) -> SeriesKeys:
+        """Blocks layout: a series' shard, ``block`` and ``open`` keys, remembered (every
+        range read names them, and each costs two hashes of the id)."""
+        found = self._series_keys.get(series_id)
+        if found is None:
+            if len(self._series_keys) >= LAYOUT_CACHE_SIZE:
+                self._series_keys.clear()
+            shard = self.shard(series_id)
+            found = SeriesKeys(shard, self.block(series_id, shard), self.open(series_id, shard))
+            self._series_keys[series_id] = found
+        return found
 
     def marks(self, shard: int = 0) -> str:
         """Blocks layout: the ZSET of each writer's oldest second it may still send to

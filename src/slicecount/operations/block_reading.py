@@ -51,7 +51,7 @@ def stored(
     keys, parts = ctx.keys, _per_call(ctx, series_ids)
     calls: list[Command | ScriptCall] = []
     for part in parts:
-        names = [name for s in part for name in (keys.block(s), keys.open(s))]
+        names = [name for s in part for name in keys.series_keys(s)[1:]]
         calls.append(ScriptCall("read_blocks", tuple(names), (precision, first, end, SLICES)))
     replies = yield Batch(calls, raw=True)
     found: dict[str, blocks.Stored] = {}
@@ -68,7 +68,7 @@ def _per_call(ctx: Context, series_ids: Sequence[str]) -> list[list[str]]:
     most SERIES_PER_CALL a call."""
     shards: dict[int, list[str]] = {}
     for series_id in dict.fromkeys(series_ids):
-        shards.setdefault(ctx.keys.shard(series_id), []).append(series_id)
+        shards.setdefault(ctx.keys.series_keys(series_id).shard, []).append(series_id)
     return [
         ids[at : at + SERIES_PER_CALL]
         for ids in shards.values()
