@@ -54,11 +54,17 @@ def listen(port: int = 0, host: str = "127.0.0.1") -> socket.socket:
     """A listening socket on ``host:port`` (0: a free port), inheritable so a child server can
     take it (``gunicorn -b fd://N``, ``uvicorn --fd N``, ``pass_fds``). A server started on a
     socket bound here is the only one that can answer on its port: a readiness check can
-    trust the reply. A port in use is a StartupError naming it."""
+    trust the reply. A port in use is a StartupError naming it.
+
+    Its connections have TCP_NODELAY (accepted sockets inherit it): ``uvicorn --fd`` takes an
+    inherited socket for a UNIX one and never sets it, and with Nagle's algorithm on, a
+    kept-alive connection's answer written in two parts (headers, then body) waits for the
+    client's delayed ACK: 40 ms a request, 80 ms of a Grafana refresh of 8 panels."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     try:
         # as the servers do: a port left in TIME_WAIT by a previous run can be bound again
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         sock.bind((host, port))
         sock.listen(socket.SOMAXCONN)
     except OSError as exc:
