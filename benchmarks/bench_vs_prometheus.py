@@ -92,6 +92,9 @@ HISTORY = 7200
 SEED = 24
 SCRAPE_OFFSET = 7
 """Seconds past each 15 s boundary at which the simulated Prometheus scrapes."""
+SLOWLOG_US = 500
+"""Redis calls of the refreshes slower than this are logged: the longest is reported (the
+target: none over 5 ms)."""
 NOW_VARIABLE = "BENCH_VS_PROMETHEUS_NOW"
 """The epoch second the datasource's clock reads when it starts (the traffic's end)."""
 SUM_INCREASE = "sum(increase(http_requests_total[1m]))"
@@ -127,6 +130,8 @@ class Sizes:
     samples: int = 0
     prometheus_series: int = 0
     seconds: dict[str, float] = field(default_factory=dict)
+    longest_read_us: int = 0  # the longest Redis call of the refreshes (SLOWLOG)
+    reads_over_5ms: int = 0
 
 
 def write_slicecount(url: str, traffic: Traffic, sizes: Sizes, layout: str) -> None:
@@ -384,7 +389,15 @@ def run_size(
         if not sizes.prometheus_series:
             raise SystemExit("Prometheus did not load the backfilled blocks (no http_ series)")
         checked = {name: accuracy(client, traffic, now) for name, client in clients.items()}
+        watched = redis.Redis.from_url(server.url)
+        stack.callback(watched.close)
+        watched.config_set("slowlog-log-slower-than", SLOWLOG_US)
+        watched.config_set("slowlog-max-len", 100_000)
+        watched.slowlog_reset()
         refreshes = timed(sizes, "refreshes", lambda: time_refreshes(clients, now, repeats))
+        took = [int(entry["duration"]) for entry in watched.slowlog_get(100_000)]
+        sizes.longest_read_us = max(took, default=0)
+        sizes.reads_over_5ms = sum(1 for us in took if us > 5000)
     return Run(traffic, sizes, refreshes, checked)
 
 
@@ -431,6 +444,10 @@ def report(run: Run, figures: list[Figure]) -> None:
             Figure(f"{key}.{slug}.slicecount.refused", f"{t.routes} routes, {name}, slicecount "
                    "panels refused", len(sc.refused), "panels", "lower"),
         ]  # fmt: skip
+    print(f"   {'longest Redis call of the reads':<34}{f'{s.longest_read_us / 1000:.1f} ms':>24}"
+          f"{'':>24}   ({s.reads_over_5ms} over 5 ms)")  # fmt: skip
+    longest = f"{t.routes} routes, slicecount's longest Redis call of the refreshes"
+    figures.append(Figure(f"{key}.longest_read", longest, s.longest_read_us / 1000, "ms", "lower"))
     per_series = s.redis_keys / len(t.counts) if t.counts else 0.0
     per_sample = s.prometheus_bytes / s.samples if s.samples else 0.0
     sc_bytes = f"{s.redis_keys / 1e6:.2f} MB ({per_series:.0f} B/series)"
@@ -482,8 +499,8 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, help="timed refreshes of each kind (default 20)")
     parser.add_argument("--history", type=int, help=f"seconds of traffic (default {HISTORY})")
     parser.add_argument("--quick", action="store_true", help="10 routes, 1 h, 3 repeats")
-    parser.add_argument("--layout", choices=("book", "blocks"), default="book",
-                        help="slicecount's Redis layout (default book)")  # fmt: skip
+    parser.add_argument("--layout", choices=("book", "blocks"), default="blocks",
+                        help="slicecount's Redis layout (default blocks)")  # fmt: skip
     parser.add_argument("--prometheus", default=shutil.which("prometheus") or "/usr/bin/prometheus")
     parser.add_argument("--promtool", default=shutil.which("promtool") or "/usr/bin/promtool")
     json_flag(parser)

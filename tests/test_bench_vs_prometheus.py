@@ -41,6 +41,7 @@ def test_quick_run_measures_both_servers(layout: str) -> None:
                 assert value is not None and value > 0, (refresh, server, q)
         assert figures[f"r5.{refresh}.slicecount.refused"] == 0
     assert figures["r5.bytes.slicecount"] > 0 and figures["r5.bytes.prometheus"] > 0
+    assert figures["r5.longest_read"] >= 0  # SLOWLOG watched (0: no call over 0.5 ms)
     # The backfill holds every series the traffic made, and the truth lines up with the
     # counts: slicecount's points on minute boundaries (a 60 s slice each) are exact.
     assert figures["r5.series_now.prometheus"] == figures["r5.series_true"] > 0
