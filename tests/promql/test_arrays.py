@@ -89,6 +89,28 @@ def test_a_sum_of_many_rates_is_fsum(rates: list[float]) -> None:
     assert got.series()[0].values == [math.fsum(rates)] * STEPS
 
 
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(st.integers(0, 600).map(lambda n: n / 60), min_size=3, max_size=40),
+    st.integers(0, 2**20),
+)
+def test_sums_of_mostly_quiet_times_are_fsum(rates: list[float], quiet: int) -> None:
+    """Times where every member is 0 (most of a long panel's) and busy ones, summed apart."""
+    steps = 21
+    zero = [bool(quiet >> t & 1) or t % 3 > 0 for t in range(steps)]  # 2 in 3 at least
+    series = [
+        Series({"a": str(i % 2)}, [0.0 if zero[t] else r * (t + 1) for t in range(steps)])
+        for i, r in enumerate(rates)
+    ]
+    node = parse("sum by (a) (x)")
+    assert isinstance(node, Aggregate)
+    got = groups.aggregate(node, Block.of(series, steps)).series()
+    for group in got:
+        members = [s for s in series if s.labels["a"] == group.labels["a"]]
+        want = [math.fsum(m.values[t] for m in members) for t in range(steps)]
+        assert group.values == want
+
+
 def bucket_loop(qs: list[float], series: Sequence[Series]) -> dict[object, list[Value]]:
     """histogram_quantile as a loop over label sets and times (the definition)."""
     members: dict[tuple[tuple[str, str], ...], list[tuple[float, Series]]] = {}

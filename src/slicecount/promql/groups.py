@@ -119,6 +119,18 @@ def aggregate(node: Aggregate, block: Block) -> Block:
 
 def _sums(groups: Groups, block: Block, shape: tuple[int, int]) -> Sums:
     values = np.where(block.present, block.values, 0.0)
+    busy = np.flatnonzero(np.any(values != 0, axis=0))  # NaN counts as busy
+    if 2 * len(busy) >= shape[1]:
+        return _busy_sums(groups, values, shape)
+    # the times where every value is 0 sum to 0 (fsum's too): the rest are summed alone (a
+    # 24 h panel of a service 2 h old: 1 time in 12)
+    sums, doubt = np.zeros(shape), np.zeros(shape, dtype=bool)
+    if len(busy):
+        sums[:, busy], doubt[:, busy] = _busy_sums(groups, values[:, busy], (shape[0], len(busy)))
+    return sums, doubt
+
+
+def _busy_sums(groups: Groups, values: Floats, shape: tuple[int, int]) -> Sums:
     magnitude = np.abs(values).sum(axis=0)
     if np.all(magnitude < EXACT_INTEGERS) and np.array_equal(values, np.trunc(values)):
         exact = groups.reduce(np.add, values) + 0.0  # in any order; -0 is 0, as fsum's
