@@ -11,88 +11,79 @@
 -- out). A value that is not a block of this format reads as no block (core/blocks.py layout).
 local precision, first, last = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local period = precision * tonumber(ARGV[4])
-local byte, floor = string.byte, math.floor
+local byte, floor, sub = string.byte, math.floor, string.sub
 local NONE = {}
 local HEAD = 1024
+local STACK = 4000  -- string.byte returns its values on the C stack: a long header in pieces
 
-local function varint(text, at)  -- LEB128 at 1-based ``at``: the value, where the next starts
-  local n, scale = 0, 1
-  while true do
-    local b = byte(text, at)
-    if not b then return nil, at end
-    at = at + 1
-    if b < 128 then return n + b * scale, at end
-    n, scale = n + (b - 128) * scale, scale * 128
-  end
-end
-
-local function frames(block)  -- the start, lengths and bytes of the frames over the range
-  -- most blocks are shorter than HEAD: one GETRANGE holds the header and every frame
+local function frames(block)
   local head = redis.pcall('GETRANGE', block, 0, HEAD - 1)
   if type(head) ~= 'string' or #head < 10 then return 0, NONE, '' end
   local s, b, version, sections = byte(head, 1, 4)
-  if s ~= 83 or b ~= 66 or version ~= 2 then return 0, NONE, '' end  -- "SB", version 2
+  if s ~= 83 or b ~= 66 or version ~= 2 then return 0, NONE, '' end
   local size = byte(head, 9) + 256 * byte(head, 10)
   if size > #head then
     head = redis.call('GETRANGE', block, 0, size - 1)
     if #head < size then return 0, NONE, '' end
   end
-  local triples, at, n = {}, 11, nil
-  for k = 1, 3 * sections do
-    n, at = varint(head, at)
-    if not n then return 0, NONE, '' end
-    triples[k] = n
+  -- every number of the header at once: the sections' triples, then every frame's length
+  local numbers, count, n, scale = {}, 0, 0, 1
+  for from = 11, size, STACK do
+    local bytes = {byte(head, from, math.min(size, from + STACK - 1))}
+    for j = 1, #bytes do
+      local v = bytes[j]
+      if v < 128 then
+        count = count + 1
+        numbers[count], n, scale = n + v * scale, 0, 1
+      else
+        n, scale = n + (v - 128) * scale, scale * 128
+      end
+    end
   end
-  local offset = size  -- of the first frame of the section being walked
+  if count < 3 * sections then return 0, NONE, '' end
+  local at, offset = 3 * sections, size  -- the lengths of section k start after ``at``
   for k = 0, sections - 1 do
-    local count = triples[3 * k + 3]
-    if triples[3 * k + 1] == precision then
-      local start = triples[3 * k + 2] * period
+    local frames_in = numbers[3 * k + 3]
+    if numbers[3 * k + 1] == precision then
+      local start = numbers[3 * k + 2] * period
       local lo = math.max(0, floor((first - start) / period))
-      local hi = math.min(count, floor((last - 1 - start) / period) + 1)
-      if last <= first or hi <= lo then return 0, NONE, '' end
+      local hi = math.min(frames_in, floor((last - 1 - start) / period) + 1)
+      if last <= first or hi <= lo or at + hi > count then return 0, NONE, '' end
+      for i = at + 1, at + lo do offset = offset + numbers[i] end
       local lengths, total = {}, 0
-      for i = 0, hi - 1 do
-        n, at = varint(head, at)
-        if not n then return 0, NONE, '' end
-        if i < lo then
-          offset = offset + n
-        else
-          lengths[#lengths + 1], total = n, total + n
-        end
+      for i = 1, hi - lo do
+        local length = numbers[at + lo + i]
+        lengths[i], total = length, total + length
       end
       local data = ''
       if total > 0 and offset + total <= #head then
-        data = string.sub(head, offset + 1, offset + total)
+        data = sub(head, offset + 1, offset + total)
       elseif total > 0 then
         data = redis.call('GETRANGE', block, offset, offset + total - 1)
       end
       return start + lo * period, lengths, data
     end
-    for _ = 1, count do
-      n, at = varint(head, at)
-      if not n then return 0, NONE, '' end
-      offset = offset + n
-    end
+    for i = at + 1, at + frames_in do offset = offset + (numbers[i] or 0) end
+    at = at + frames_in
   end
   return 0, NONE, ''
 end
 
-local out = {}
+local out, o = {}, 0
 for i = 1, #KEYS, 2 do
   local start, lengths, data = frames(KEYS[i])
-  local opened, flat = {}, redis.pcall('HGETALL', KEYS[i + 1])
+  local opened, p, flat = {}, 0, redis.pcall('HGETALL', KEYS[i + 1])
   if type(flat) == 'table' and not flat.err then
     for j = 1, #flat, 2 do
       local second, count = tonumber(flat[j]), tonumber(flat[j + 1])
       if second and count and second % 1 == 0 and count % 1 == 0 then
         local slice = second - second % precision
         if slice >= first and slice < last then
-          opened[#opened + 1], opened[#opened + 2] = second, count
+          opened[p + 1], opened[p + 2], p = second, count, p + 2
         end
       end
     end
   end
-  out[#out + 1], out[#out + 2], out[#out + 3], out[#out + 4] = start, lengths, data, opened
+  out[o + 1], out[o + 2], out[o + 3], out[o + 4], o = start, lengths, data, opened, o + 4
 end
 return out
