@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from slicecount.core.histogram import SUM_SUFFIX
-from slicecount.core.keys import KeySpace, Layout
+from slicecount.core.key_layouts import Layout
+from slicecount.core.keys import KeySpace
 from slicecount.core.series import Labels, encode, parse, shown
 from slicecount.errors import ConfigurationError, StoreError
 from slicecount.operations.batches import Batch, Command, Context, Operation
