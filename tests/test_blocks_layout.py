@@ -23,7 +23,7 @@ from slicecount.datasource.app import create_app
 from slicecount.datasource.decoding import slices_matrix
 from slicecount.operations import block_reading
 from slicecount.operations.batches import Batch, Operation
-from slicecount.operations.writing import Chunk
+from slicecount.operations.chunking import Chunk
 from slicecount.recording.outbox import Outbox
 from slicecount.recording.recorder import Recorder
 from slicecount.store import Store
