@@ -45,11 +45,11 @@ def store(redis_url: str) -> Iterator[Store]:
 
 
 def expected(truth: Mapping[int, int], precision: int, start: int, end: int) -> list[int | None]:
-    out = []
-    for first in slice_starts(precision, start, end):
-        n = sum(v for s, v in truth.items() if first <= s < first + precision)
-        out.append(n or None)
-    return out
+    by_slice: dict[int, int] = {}  # the truth summed per slice in one pass
+    for second, n in truth.items():
+        first = second - second % precision
+        by_slice[first] = by_slice.get(first, 0) + n
+    return [by_slice.get(first) or None for first in slice_starts(precision, start, end)]
 
 
 def seeded_truth(seed: int) -> Truth:
