@@ -80,6 +80,32 @@ def test_the_shell_settings_are_where_the_throttle_counts(
     assert total(store, "http.throttled", route="/a") == 2
 
 
+def test_the_shell_settings_are_where_the_limiter_errors_count(
+    private_redis: EmbeddedRedis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SLICECOUNT_REDIS_URL", "redis://127.0.0.1:1/0")  # nobody there
+    settings = Settings(redis_url=private_redis.url, throttle_deadline=0.05)
+    app = Flask(__name__)
+    app.test_client_class = Buffered
+    shell = SliceCount(app, settings=settings, limits="100/second")
+    app.get("/a")(lambda: "a")
+    client = app.test_client()
+    assert client.get("/a").status_code == 200  # connected
+    pid = private_redis.pid
+    assert pid is not None
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        codes = [client.get("/a").status_code for _ in range(3)]
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    assert codes == [200] * 3  # fail-open, each error counted
+    assert shell.middleware is not None and shell.middleware.counter.source.fixed is not None
+    assert shell.middleware.counter.source.fixed.close()
+    with Store(settings) as store:
+        assert total(store, "slicecount.throttle.errors") == 3
+        assert total(store, "http.requests", route="/a") == 4
+
+
 def test_a_timeout_in_the_url_does_not_outlast_the_deadline(private_redis: EmbeddedRedis) -> None:
     settings = Settings(redis_url=private_redis.url + "?socket_timeout=3")
     with (
