@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import redis
 
-from slicecount.core import blocks
+from slicecount.core import blocks, splices
+from slicecount.core.frames import FRAME_SLICES
 from slicecount.store import Store
 
 
@@ -20,14 +21,17 @@ def seal(client: redis.Redis, store: Store, series_id: str, before: int) -> dict
     header = blocks.parse_header(old)
     for precision, slices in blocks.everything(old).items():
         for start, n in slices.items():
-            period = precision * blocks.FRAME_SLICES
-            frame = frames.setdefault((precision, start - start % period), [0] * 720)
+            period = precision * FRAME_SLICES
+            frame = frames.setdefault((precision, start - start % period), [0] * FRAME_SLICES)
             frame[(start % period) // precision] = n
-    blocks.add_counts(frames, store.settings.precisions, moved)
-    splice = blocks.plan_splice(header, store.settings.precisions, frames, {})
+    splices.add_counts(frames, store.settings.precisions, moved)
+    splice = splices.plan_splice(header, store.settings.precisions, frames, {})
     assert splice.expected == header.generation
     client.set(block, splice.apply(old))
+    pipe = client.pipeline(transaction=False)  # one round trip, not one a field
     for field, n in moved.items():
-        if client.hincrby(opened, str(field), -n) == 0:
-            client.hdel(opened, str(field))
+        pipe.hincrby(opened, str(field), -n)
+    emptied = [str(f) for f, left in zip(moved, pipe.execute(), strict=True) if left == 0]
+    if emptied:
+        client.hdel(opened, *emptied)
     return moved

@@ -1,4 +1,4 @@
-"""The compact blocks' codec (core/blocks.py): frames, headers, spans and splices. Pure."""
+"""The compact blocks (core/blocks.py): headers, spans, and splices (core/splices.py). Pure."""
 
 from __future__ import annotations
 
@@ -6,8 +6,9 @@ import random
 
 import pytest
 
-from slicecount.core import blocks
-from slicecount.core.blocks import FRAME_SLICES, BlockError, Header
+from slicecount.core import blocks, splices
+from slicecount.core.blocks import BlockError, Header
+from slicecount.core.frames import FRAME_SLICES, decode_frame
 
 T0 = 1_700_000_000
 LADDER = (1, 5, 60)
@@ -22,9 +23,9 @@ def build(counts: dict[int, int], header: Header | None = None, old: bytes = b""
         for start in {t - t % (p * FRAME_SLICES) for t in counts}:
             _, n, offset, length = header.frames(p, start, start + 1)
             if n:
-                frames[(p, start)] = blocks.decode_frame(old[offset : offset + length])
-    blocks.add_counts(frames, LADDER, counts)
-    splice = blocks.plan_splice(header, LADDER, frames, keep_from or {})
+                frames[(p, start)] = decode_frame(old[offset : offset + length])
+    splices.add_counts(frames, LADDER, counts)
+    splice = splices.plan_splice(header, LADDER, frames, keep_from or {})
     assert splice.expected == header.generation
     return splice.apply(old)
 
@@ -35,36 +36,9 @@ def read_header(data: bytes) -> Header:
     return blocks.parse_header(data[:size])
 
 
-@pytest.mark.parametrize(
-    "values",
-    [
-        [0] * FRAME_SLICES,
-        [1] * FRAME_SLICES,
-        [(-1) ** i * i for i in range(FRAME_SLICES)],
-        [2**63 - 1, -(2**63)] + [0] * (FRAME_SLICES - 2),
-        [random.Random(3).randint(0, 300) for _ in range(FRAME_SLICES)],
-    ],
-)
-def test_a_frame_decodes_to_its_values(values: list[int]) -> None:
-    data = blocks.encode_frame(values)
-    assert blocks.decode_frame(data) == values
-    assert (data == b"") == (not any(values))
-
-
-def test_quiet_slices_cost_next_to_nothing() -> None:
-    rng = random.Random(5)
-    sparse = [rng.choice((0, 0, 0, 0, 0, 0, 1, 2)) for _ in range(FRAME_SLICES)]
-    # 720 slices of 8 bytes each stored raw would be 5 760 bytes
-    assert len(blocks.encode_frame(sparse)) < 0.5 * FRAME_SLICES
-
-
 def test_bad_bytes_are_a_block_error_not_a_crash() -> None:
     with pytest.raises(BlockError, match="not a slicecount block"):
         blocks.parse_header(b"hello world, not a block")
-    with pytest.raises(BlockError, match="width"):
-        blocks.decode_frame(b"\x03abc")
-    with pytest.raises(BlockError, match="inflate"):
-        blocks.decode_frame(b"\x01\xff\xff\xff")
     assert blocks.parse_header(b"") == Header()
 
 
@@ -102,12 +76,12 @@ def test_a_splice_keeps_untouched_frames_adds_late_counts_and_drops_expired_ones
 def test_an_empty_block_after_retention_has_no_frames() -> None:
     data = build({T0: 3})
     header = read_header(data)
-    dropped = blocks.plan_splice(header, LADDER, {}, {p: T0 + 10**7 for p in LADDER})
+    dropped = splices.plan_splice(header, LADDER, {}, {p: T0 + 10**7 for p in LADDER})
     assert blocks.is_empty(read_header(dropped.apply(data)))
 
 
 def test_the_generation_wraps_around_past_zero() -> None:
-    last = blocks.plan_splice(Header(0xFFFFFFFF), LADDER, {(1, T0 - T0 % 720): [1] * 720}, {})
+    last = splices.plan_splice(Header(0xFFFFFFFF), LADDER, {(1, T0 - T0 % 720): [1] * 720}, {})
     assert read_header(last.apply(b"")).generation == 1
 
 

@@ -18,13 +18,13 @@ import redis
 from starlette.testclient import TestClient
 
 from slicecount.config import Settings
-from slicecount.core import blocks
+from slicecount.core import blocks, splices
 from slicecount.core.slices import slice_starts
 from slicecount.datasource.app import create_app
 from slicecount.datasource.decoding import slices_matrix
 from slicecount.operations import block_reading
 from slicecount.operations.batches import Batch, Operation
-from slicecount.operations.writing import Chunk
+from slicecount.operations.chunking import Chunk
 from slicecount.recording.outbox import Outbox
 from slicecount.recording.recorder import Recorder
 from slicecount.store import Store
@@ -46,11 +46,11 @@ def store(redis_url: str) -> Iterator[Store]:
 
 
 def expected(truth: Mapping[int, int], precision: int, start: int, end: int) -> list[int | None]:
-    out = []
-    for first in slice_starts(precision, start, end):
-        n = sum(v for s, v in truth.items() if first <= s < first + precision)
-        out.append(n or None)
-    return out
+    by_slice: dict[int, int] = {}  # the truth summed per slice in one pass
+    for second, n in truth.items():
+        first = second - second % precision
+        by_slice[first] = by_slice.get(first, 0) + n
+    return [by_slice.get(first) or None for first in slice_starts(precision, start, end)]
 
 
 def seeded_truth(seed: int) -> Truth:
@@ -175,8 +175,8 @@ def test_the_read_script_finds_what_the_codec_finds_in_long_blocks_of_many_serie
     for k, series_id in enumerate(ids[:6]):
         counts = {T0 - rng.randrange(70 * 86400): rng.randint(1, 9) for _ in range(300 + k)}
         frames: dict[tuple[int, int], list[int]] = {}
-        blocks.add_counts(frames, LADDER, counts)
-        held[series_id] = blocks.plan_splice(blocks.Header(), LADDER, frames, {}).apply(b"")
+        splices.add_counts(frames, LADDER, counts)
+        held[series_id] = splices.plan_splice(blocks.Header(), LADDER, frames, {}).apply(b"")
         redis_client.set(store.keys.block(series_id), held[series_id])
     assert len(blocks.parse_header(held[ids[0]]).pack()) > 2000
     store.apply({s: {NOW - 5: 2} for s in ids})

@@ -190,7 +190,7 @@ def test_connections_killed_while_big_batches_are_in_flight_lose_and_double_noth
 def test_a_numbered_chunk_sent_twice_is_applied_once(
     store: Store, redis_client: redis.Redis
 ) -> None:
-    from slicecount.operations.writing import prepare
+    from slicecount.operations.chunking import prepare
 
     keys = store.keys  # a key of "clash" taken by a string: the book's 60 s hash, or its open hash
     clash = keys.counter(60, "clash") if store.settings.layout == "book" else keys.open("clash")
@@ -222,7 +222,7 @@ def test_a_refused_watch_leaves_no_watch_behind_on_the_pool(
     store: Store, redis_client: redis.Redis
 ) -> None:
     from slicecount.errors import StoreError
-    from slicecount.operations.writing import prepare
+    from slicecount.operations.chunking import prepare
 
     redis_client.hset("writer:bad", "x", "1")  # not a writer's number: WRONGTYPE on GET
     redis_client.set("writer:odd", "seven")

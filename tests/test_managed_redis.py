@@ -16,7 +16,7 @@ from starlette.testclient import TestClient
 
 from slicecount.cleaner import Cleaner
 from slicecount.config import Settings
-from slicecount.core.blocks import FRAME_SLICES
+from slicecount.core.frames import FRAME_SLICES
 from slicecount.datasource.app import create_app
 from slicecount.recording.recorder import Recorder
 from slicecount.store import Store

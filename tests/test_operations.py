@@ -8,9 +8,9 @@ import pytest
 from redis.crc import key_slot
 
 from slicecount.config import Settings
-from slicecount.core.keys import series_digest
+from slicecount.core.key_names import series_digest
 from slicecount.errors import StoreError
-from slicecount.operations import annotating, compacting, reading, trimming, writing
+from slicecount.operations import annotating, chunking, compacting, reading, trimming, writing
 from slicecount.operations.batches import Batch, Context, Operation, ScriptCall
 
 T0 = 1_700_000_000
@@ -71,7 +71,7 @@ def test_incr_raises_when_redis_refuses_a_write() -> None:
 
 def test_a_buffer_over_several_seconds_sums_each_slice_once() -> None:
     buffer = {T0: {"a": 1, "b": 2}, T0 + 1: {"a": 3}, T0 + 2: {"b": -2}}
-    (chunk,), out_of_range, _ = writing.prepare(CTX, buffer)
+    (chunk,), out_of_range, _ = chunking.prepare(CTX, buffer)
     members, increments = transaction(drive(writing.write_chunk(CTX, chunk), [1] * 6)[0][0])
     assert increments == {
         "count:1:a": {T0: 1, T0 + 1: 3},
@@ -82,7 +82,7 @@ def test_a_buffer_over_several_seconds_sums_each_slice_once() -> None:
 
 
 def test_a_numbered_chunk_is_applied_at_most_once() -> None:
-    (chunk,), _, _ = writing.prepare(CTX, {T0: {"a": 1}})
+    (chunk,), _, _ = chunking.prepare(CTX, {T0: {"a": 1}})
     # new: WATCH + GET find no number, the transaction sets it
     sent, written = drive(
         writing.write_chunk(CTX, chunk, "w1", 7), ["OK", None], [1, 1, 1, "OK", 1]
@@ -116,16 +116,16 @@ def test_apply_validates_its_input_and_counts_refusals() -> None:
 
 def test_sums_past_64_bits_are_left_out_and_reported() -> None:
     big = 2**62
-    chunks, out_of_range, _ = writing.prepare(CTX, {T0: {"a": big, "b": 1}, T0 + 1: {"a": big}})
+    chunks, out_of_range, _ = chunking.prepare(CTX, {T0: {"a": big, "b": 1}, T0 + 1: {"a": big}})
     assert out_of_range == 1  # a at 60 s (2**63); a's 1 s slices fit one by one
     _, increments = transaction(drive(writing.write_chunk(CTX, chunks[0]), [1] * 6)[0][0])
     assert "count:60:a" not in increments and increments["count:1:a"] == {T0: big, T0 + 1: big}
 
 
 def test_big_buffers_split_into_chunks_per_shard(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(writing, "CHUNK_INCREMENTS", 4)
+    monkeypatch.setattr(chunking, "CHUNK_INCREMENTS", 4)
     sharded = Context.of(Settings(precisions=(1, 60), shards=3, layout="book"))
-    chunks, _, _ = writing.prepare(sharded, {T0: {f"s{i}": 1 for i in range(12)}})
+    chunks, _, _ = chunking.prepare(sharded, {T0: {f"s{i}": 1 for i in range(12)}})
     assert len(chunks) > 3
     for chunk in chunks:  # every hash's registry member travels with its increment
         batch = drive(writing.write_chunk(sharded, chunk), [1] * 10)[0][0]

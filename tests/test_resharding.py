@@ -24,8 +24,9 @@ T0 = 1_700_006_400
 TRAFFIC = {
     f'jobs{{kind="{k}",n="{n}"}}': {T0 - s: n + s % 3 for s in range(0, 400, 7)}
     for k in ("a", "b")
-    for n in range(30)
+    for n in range(12)
 }
+"""24 series: from 3 shards to 8, 21 move and 3 stay in place (both paths); from 1, all move."""
 
 
 @pytest.fixture(params=[1, 3], ids=["from-1", "from-3"])

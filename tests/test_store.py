@@ -84,7 +84,7 @@ def test_apply_reports_commands_redis_refused_and_keeps_the_rest(
 def test_apply_splits_huge_batches_into_several_script_calls(
     store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("slicecount.operations.writing.CHUNK_INCREMENTS", 10)
+    monkeypatch.setattr("slicecount.operations.chunking.CHUNK_INCREMENTS", 10)
     batch = {f"s{i}": {T0 + i: i + 1} for i in range(25)}
     assert store.apply(batch) == 0
     assert sum(n for sid in batch for _, n in store.get(sid, 86400)) == sum(range(1, 26))

@@ -29,6 +29,7 @@ import click
 
 import slicecount.config as settings_module
 from slicecount import cli
+from slicecount.config import defaults
 from slicecount.datasource import limits
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -98,7 +99,7 @@ def _default(field: Field[Any]) -> str:
 
 
 def configuration_page() -> str:
-    constants = module_docs(settings_module)
+    constants = module_docs(defaults)
     lines = [
         GENERATED,
         "",

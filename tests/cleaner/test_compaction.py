@@ -16,7 +16,7 @@ import redis
 from slicecount.cleaner import Cleaner
 from slicecount.cleaner.compaction import Compaction, Compactor
 from slicecount.config import Settings
-from slicecount.core.blocks import FRAME_SLICES
+from slicecount.core.frames import FRAME_SLICES
 from slicecount.core.keys import KeySpace
 from slicecount.core.slices import oldest_kept
 from slicecount.operations import compacting

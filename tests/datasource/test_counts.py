@@ -77,13 +77,13 @@ VALUES = st.one_of(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(VALUES)
 def test_sample_texts_are_format_value(values: list[float]) -> None:
     assert sample_texts(np.array(values)) == [format_value(v) for v in values]
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(VALUES)
 def test_datapoint_items_are_the_json_of_number(values: list[float]) -> None:
     got = ["%s" % item for item in datapoint_items(np.array(values))]  # noqa: UP031  # frames'

@@ -1,4 +1,4 @@
-"""The datasource's numpy decoding of blocks agrees with the codec's own (core/blocks.py)."""
+"""The datasource's numpy decoding of blocks agrees with the codec's own (core/frames.py)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,9 @@ import random
 
 import pytest
 
-from slicecount.core import blocks
-from slicecount.core.blocks import FRAME_SLICES, NOTHING_STORED, BlockError, Header
+from slicecount.core import blocks, splices
+from slicecount.core.blocks import NOTHING_STORED, BlockError, Header
+from slicecount.core.frames import FRAME_SLICES, decode_frame, encode_frame
 from slicecount.datasource.decoding import decode_frames, slices_matrix
 
 T0 = 1_700_000_000 - 1_700_000_000 % 3600
@@ -16,8 +17,8 @@ LADDER = (1, 5, 60)
 
 def block_of(counts: dict[int, int]) -> bytes:
     frames: dict[tuple[int, int], list[int]] = {}
-    blocks.add_counts(frames, LADDER, counts)
-    return blocks.plan_splice(Header(), LADDER, frames, {}).apply(b"")
+    splices.add_counts(frames, LADDER, counts)
+    return splices.plan_splice(Header(), LADDER, frames, {}).apply(b"")
 
 
 def by_slices(counts: dict[int, int], precision: int, start: int, end: int) -> list[int]:
@@ -38,9 +39,9 @@ def test_frames_decode_as_the_codec_decodes_them() -> None:
         ]
         for _ in range(40)
     ] + [[0] * FRAME_SLICES]
-    frames = [blocks.encode_frame(v) for v in values]
+    frames = [encode_frame(v) for v in values]
     decoded = decode_frames(frames)
-    assert decoded.tolist() == [blocks.decode_frame(f) for f in frames] == values
+    assert decoded.tolist() == [decode_frame(f) for f in frames] == values
 
 
 def test_a_bad_frame_is_a_block_error() -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 import schemathesis
 from hypothesis import HealthCheck, settings
 from schemathesis.checks import not_a_server_error
@@ -20,6 +21,7 @@ _app = create_app(Settings(), limits=Limits(max_series=20, max_points=500), cloc
 schema = schemathesis.openapi.from_asgi("/openapi.json", _app)
 
 
+@pytest.mark.slow  # fuzzing: ~7 s of make quick's minute; make test runs it
 @schema.parametrize()
 @settings(
     max_examples=40,

@@ -61,7 +61,7 @@ series_lists = st.lists(
 ).map(lambda items: [Series(labels, values) for labels, values in items])
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(series_lists, st.sampled_from(sorted(groups.VECTORISED)), st.booleans())
 def test_grouped_reductions_are_the_loops(series: list[Series], op: str, without: bool) -> None:
     node = parse(f"{op} {'without' if without else 'by'} (a) (x)")
@@ -106,8 +106,8 @@ def test_sums_of_mostly_quiet_times_are_fsum(rates: list[float], quiet: int) -> 
     assert isinstance(node, Aggregate)
     got = groups.aggregate(node, Block.of(series, steps)).series()
     for group in got:
-        members = [s for s in series if s.labels["a"] == group.labels["a"]]
-        want = [math.fsum(m.values[t] for m in members) for t in range(steps)]
+        mine = [r for i, r in enumerate(rates) if str(i % 2) == group.labels["a"]]
+        want = [math.fsum(0.0 if zero[t] else r * (t + 1) for r in mine) for t in range(steps)]
         assert group.values == want
 
 
@@ -143,7 +143,7 @@ BUCKETS = st.lists(
 )  # fmt: skip
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(BUCKETS, st.lists(st.sampled_from([0.0, 0.5, 0.9, 0.99, 1.0, -1.0, 2.0, math.nan]),
                          min_size=STEPS, max_size=STEPS))  # fmt: skip
 def test_histogram_quantile_is_the_loop(items: list[tuple[str, str, list[Value]]],
@@ -183,7 +183,7 @@ TOTALS = st.one_of(
 )  # fmt: skip
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(TOTALS, st.sampled_from(sorted(KERNELS)), st.integers(1, 4), st.data())
 def test_range_functions_are_their_definitions(totals: list[float], name: str, width: int,
                                                data: st.DataObject) -> None:  # fmt: skip
@@ -201,7 +201,7 @@ def test_range_functions_are_their_definitions(totals: list[float], name: str, w
             assert repr(float(values[0, i])) == repr(want), (b, a)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(series_lists, st.sampled_from(["+", "-", "*", "/", "==", "<", ">="]), st.booleans(),
        st.lists(NUMBERS, min_size=STEPS, max_size=STEPS), st.booleans())  # fmt: skip
 def test_arithmetic_with_a_scalar_is_the_loop(
@@ -213,7 +213,7 @@ def test_arithmetic_with_a_scalar_is_the_loop(
     assert outcome(lambda: pointwise.with_scalar(op, block, number, swap, as_bool)) == want
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(series_lists, series_lists, st.sampled_from(["+", "/", "*", ">", "=="]), st.booleans(),
        st.sampled_from(["on (a)", "ignoring (a)", ""]))  # fmt: skip
 def test_one_to_one_matching_is_the_loop(lhs: list[Series], rhs: list[Series], op: str,

@@ -29,6 +29,7 @@ from slicecount.middleware.wsgi import SliceCountMiddleware as WSGIMiddleware
 from slicecount.recording.recorder import Recorder
 from slicecount.store import Store
 from slicecount.throttle.limiter import Limiter
+from tests.middleware.helpers import total
 from tests.throttle.test_http import Buffered
 
 
@@ -40,9 +41,17 @@ def test_an_asgi_middleware_wrapping_the_app_from_outside_knows_its_routes(
     settings: Settings,
 ) -> None:
     app = Starlette(routes=[Route("/search", ok), Route("/free", ok)])
-    with Limiter(settings, deadline=1.0) as limiter:
-        throttle = Throttle({"/search": "3/minute"}, exempt=["/free"], limiter=limiter)
-        wrapped = ASGIMiddleware(app, throttle=throttle)
+    # its own Recorder, closed with the test (the default one would wait at the worker's exit
+    # for a Redis at the environment's URL, for close_timeout)
+    with (
+        Limiter(settings, deadline=1.0) as limiter,
+        Store(settings) as store,
+        Recorder(store, flush_interval=3600) as recorder,
+    ):
+        throttle = Throttle(
+            {"/search": "3/minute"}, exempt=["/free"], limiter=limiter, recorder=recorder
+        )
+        wrapped = ASGIMiddleware(app, throttle=throttle, recorder=recorder)
         with TestClient(wrapped) as client:
             assert [client.get("/search").status_code for _ in range(5)] == [200] * 3 + [429] * 2
             assert [client.get("/free").status_code for _ in range(5)] == [200] * 5
@@ -54,20 +63,56 @@ def test_plain_wsgi_refuses_route_limits_it_could_not_apply(settings: Settings) 
 
 
 def test_the_shell_settings_are_where_the_throttle_counts(
-    settings: Settings, monkeypatch: pytest.MonkeyPatch
+    settings: Settings, store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("SLICECOUNT_REDIS_URL", "redis://127.0.0.1:1/0")  # nobody there
     app = Flask(__name__)
     app.test_client_class = Buffered
-    SliceCount(app, settings=settings, limits="3/minute")
+    shell = SliceCount(app, settings=settings, limits="3/minute")
     app.get("/a")(lambda: "a")
     client = app.test_client()
     assert [client.get("/a").status_code for _ in range(5)] == [200] * 3 + [429] * 2
+    # the Recorder the shell built on ``settings``: closed while its Redis is up, not at the
+    # worker's exit, after the session's server stopped (close_timeout spent for nothing)
+    assert shell.middleware is not None and shell.middleware.counter.source.fixed is not None
+    assert shell.middleware.counter.source.fixed.close()
+    assert total(store, "http.requests", route="/a") == 5  # the requests and the refusals too
+    assert total(store, "http.throttled", route="/a") == 2
+
+
+def test_the_shell_settings_are_where_the_limiter_errors_count(
+    private_redis: EmbeddedRedis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SLICECOUNT_REDIS_URL", "redis://127.0.0.1:1/0")  # nobody there
+    settings = Settings(redis_url=private_redis.url, throttle_deadline=0.05)
+    app = Flask(__name__)
+    app.test_client_class = Buffered
+    shell = SliceCount(app, settings=settings, limits="100/second")
+    app.get("/a")(lambda: "a")
+    client = app.test_client()
+    assert client.get("/a").status_code == 200  # connected
+    pid = private_redis.pid
+    assert pid is not None
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        codes = [client.get("/a").status_code for _ in range(3)]
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    assert codes == [200] * 3  # fail-open, each error counted
+    assert shell.middleware is not None and shell.middleware.counter.source.fixed is not None
+    assert shell.middleware.counter.source.fixed.close()
+    with Store(settings) as store:
+        assert total(store, "slicecount.throttle.errors") == 3
+        assert total(store, "http.requests", route="/a") == 4
 
 
 def test_a_timeout_in_the_url_does_not_outlast_the_deadline(private_redis: EmbeddedRedis) -> None:
     settings = Settings(redis_url=private_redis.url + "?socket_timeout=3")
-    with Limiter(settings, deadline=0.05) as limiter:
+    with (
+        Store(settings) as store,
+        Recorder(store, flush_interval=3600) as recorder,  # its error count: written at close
+        Limiter(settings, deadline=0.05, recorder=recorder) as limiter,
+    ):
         limits = slicecount.throttle.parse_limits("10/second")
         assert limiter.check(limits, "a").allowed
         pid = private_redis.pid

@@ -1,179 +1,62 @@
 """Settings: one frozen dataclass, from keyword arguments or the ``SLICECOUNT_*`` environment.
 
-The package holds ``Settings`` here, and beside it what they are read from: ``environment`` (the
-``SLICECOUNT_*`` variables) and ``topology`` (what a Redis URL says). It may import only
-slicecount.errors.
+The package holds ``Settings`` here, and beside it their ``defaults``, how each value is parsed and
+checked (``parsing``) and what they are read from: ``environment`` (the ``SLICECOUNT_*``
+variables) and ``topology`` (what a Redis URL says). It may import only slicecount.errors.
 
 The whole house, and what each layer may import: docs/architecture.md.
 """
 
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
-from types import MappingProxyType
 from typing import Any
 
-from slicecount.config.environment import ENV_PREFIX as ENV_PREFIX  # (re-exported: it was here)
-from slicecount.config.environment import warn_unknown
+from slicecount.config.defaults import (
+    BLOCKS_PRECISIONS,
+    BLOCKS_RETENTION,
+    CLUSTER_SHARDS,
+    DEFAULT_CLOSE_TIMEOUT,
+    DEFAULT_FLUSH_INTERVAL,
+    DEFAULT_LAYOUT,
+    DEFAULT_MAX_FUTURE,
+    DEFAULT_MAX_METRICS,
+    DEFAULT_MAX_PENDING,
+    DEFAULT_MAX_SERIES_PER_METRIC,
+    DEFAULT_PRECISIONS,
+    DEFAULT_REDIS_URL,
+    DEFAULT_RETENTION,
+    DEFAULT_SOCKET_TIMEOUT,
+    DEFAULT_SWEEP_PERIOD,
+    DEFAULT_THROTTLE_DEADLINE,
+    DEFAULT_UNIQUE_EXACT_CAP,
+    LAYOUTS,
+)
+from slicecount.config.environment import ENV_PREFIX, warn_unknown
+from slicecount.config.parsing import (
+    integer,
+    parse_precisions,
+    parse_retention,
+    positive,
+    unique_precisions,
+    validate_url,
+)
 from slicecount.config.topology import REDACTED, parse_url, redact
 from slicecount.errors import ConfigurationError
 
-DEFAULT_REDIS_URL = "redis://localhost:6379/0"
-"""Where Redis is when nothing says otherwise."""
-DEFAULT_PRECISIONS = (1, 5, 60, 300, 3600, 18000, 86400)
-"""Slice lengths in seconds: the book's ladder, 1 s to 1 day (the book's layout's default; the
-default layout's: ``BLOCKS_PRECISIONS``)."""
-DEFAULT_RETENTION = 120
-"""Slices kept per precision of the book's ladder, and of a ladder given without retention;
-below 128 every hash stays in Redis's compact listpack encoding."""
-LAYOUTS = ("book", "blocks")
-"""How counts are kept: the book's hash per series and precision, or compact blocks."""
-DEFAULT_LAYOUT = "blocks"
-"""Compact blocks: the layout that meets the memory and speed goals (docs/architecture.md); the
-book's (one hash per series and precision, one field per slice) is ``layout="book"``."""
-BLOCKS_PRECISIONS = (1, 5, 60, 3600, 86400)
-"""The blocks layout's ladder: every Grafana step from 5 minutes to 30 days divides into whole
-slices of one of them."""
-BLOCKS_RETENTION: Mapping[int, int] = MappingProxyType(
-    {1: 600, 5: 34_560, 60: 44_640, 3600: 9_600, 86400: 1_830}
-)
-"""Slices the blocks layout's ladder keeps: 1 s for 10 minutes, 5 s for 2 days, 60 s for 31
-days, 1 h for 400 days, 1 day for 5 years."""
-DEFAULT_FLUSH_INTERVAL = 1.0
-"""Seconds between two flushes of a Recorder's buffer."""
-DEFAULT_MAX_PENDING = 100_000
-"""Buffered (series, second) entries a Recorder keeps while Redis is away before it drops."""
-DEFAULT_MAX_SERIES_PER_METRIC = 1000
-"""Distinct label sets one process records per metric name before folding into overflow."""
-DEFAULT_MAX_METRICS = 1000
-"""Distinct metric names one process records; events of further names are refused and counted."""
-DEFAULT_MAX_FUTURE = 300.0
-"""Seconds a count's time may lie ahead of the clock (hosts' clocks disagree a little); a time
-further ahead is refused, so no far-future slice can outlive retention."""
-DEFAULT_CLOSE_TIMEOUT = 5.0
-"""Seconds a Recorder keeps trying to write its last counts when it closes (at exit too): well
-inside gunicorn's graceful timeout (30 s) and Kubernetes' grace period (30 s)."""
-DEFAULT_SOCKET_TIMEOUT = 5.0
-"""Seconds a Redis call may take before it counts as failed (the flusher retries later)."""
-UNIQUE_MIN_PRECISION = 60
-"""Unique counts are kept, by default, at the precisions from this one up: a HyperLogLog costs
-up to 12 kB per slice, a hash field a few bytes."""
-DEFAULT_UNIQUE_EXACT_CAP = 1000
-"""Values an exact-mode slice lists before it counts by its HyperLogLog alone."""
-DEFAULT_THROTTLE_DEADLINE = 0.005
-"""Seconds a rate-limit check waits on Redis (a few ms: a request must not wait longer)."""
-DEFAULT_SWEEP_PERIOD = 3600.0
-"""Seconds between two cleaner sweeps of a precision (the pass that lists every hash)."""
-
-
-CLUSTER_SHARDS = 64
-"""Shards on a Redis Cluster by default: the slots of the tags {0}..{63} fall 21/22/21 over the
-three masters of redis-cli's even layout (12 shards fall 4/5/3), and reads stay cheap (one
-registry look-up per shard)."""
-
-
-def _int(name: str, value: object, minimum: int = 1) -> int:
-    if isinstance(value, bool):
-        raise ConfigurationError(f"{name} must be an integer, got {value!r}")
-    if isinstance(value, str):
-        try:
-            value = int(value.strip())
-        except ValueError:
-            raise ConfigurationError(f"{name} must be an integer, got {value!r}") from None
-    if not isinstance(value, int):
-        raise ConfigurationError(f"{name} must be an integer, got {value!r}")
-    if value < minimum:
-        raise ConfigurationError(f"{name} must be >= {minimum}, got {value!r}")
-    return value
-
-
-def _float(name: str, value: object) -> float:
-    try:
-        number = float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        raise ConfigurationError(f"{name} must be a number, got {value!r}") from None
-    if isinstance(value, bool) or not math.isfinite(number) or number <= 0:
-        raise ConfigurationError(f"{name} must be a positive number, got {value!r}")
-    return number
-
-
-def parse_precisions(value: object) -> tuple[int, ...]:
-    """``"1,5,60"`` or an iterable of ints -> sorted tuple; rejects non-integers and duplicates."""
-    items: list[object]
-    if isinstance(value, str):
-        items = [part for part in value.replace(" ", "").split(",")]
-    elif isinstance(value, list | tuple):
-        items = list(value)
-    else:
-        raise ConfigurationError(f"precisions must be a list of integers, got {value!r}")
-    if not items or items == [""]:
-        raise ConfigurationError(f"precisions must not be empty, got {value!r}")
-    precisions = [_int("precision", item) for item in items]
-    seen: set[int] = set()
-    for precision in precisions:
-        if precision in seen:
-            raise ConfigurationError(f"duplicate precision {precision} in {value!r}")
-        seen.add(precision)
-    return tuple(sorted(precisions))
-
-
-def parse_retention(
-    value: object, precisions: tuple[int, ...], base: Mapping[int, int] | int = DEFAULT_RETENTION
-) -> Mapping[int, int]:
-    """``120``, ``"120"``, ``"1=300,60=1440"`` or a mapping -> slices kept for every precision
-    (those not given keep ``base``'s, or the default given in ``value``: ``"200,60=10"``)."""
-    per_precision: dict[int, int] = {}
-    default: Mapping[int, int] | int = base
-    if isinstance(value, Mapping):
-        items = [
-            (_int("precision", k), _int(f"retention for precision {k}", v))
-            for k, v in value.items()
-        ]
-    elif isinstance(value, str) and "=" in value:
-        items = []
-        for part in value.replace(" ", "").split(","):
-            key, sep, kept = part.partition("=")
-            if not sep:
-                default = _int("retention", key)
-                continue
-            items.append((_int("precision", key), _int(f"retention for {key}", kept)))
-    else:
-        default = _int("retention", value)
-        items = []
-    for given, count in items:
-        if given not in precisions:
-            raise ConfigurationError(
-                f"retention given for precision {given}, which is not one of {precisions}"
-            )
-        per_precision[given] = count
-    if isinstance(default, int):
-        return MappingProxyType({p: per_precision.get(p, default) for p in precisions})
-    fallback = {p: per_precision.get(p, default.get(p, DEFAULT_RETENTION)) for p in precisions}
-    return MappingProxyType(fallback)
-
-
-def _unique_precisions(value: object, precisions: tuple[int, ...]) -> tuple[int, ...]:
-    if value is None or value == "" or value == ():
-        coarse = tuple(p for p in precisions if p >= UNIQUE_MIN_PRECISION)
-        return coarse or precisions[-1:]
-    chosen = parse_precisions(value)
-    missing = [p for p in chosen if p not in precisions]
-    if missing:
-        raise ConfigurationError(
-            f"unique_precisions {missing} are not among the precisions {precisions}"
-        )
-    return chosen
-
-
-def validate_url(url: object) -> str:
-    """Return ``url`` if its scheme is one slicecount can connect with, else raise naming it."""
-    if not isinstance(url, str) or not url:
-        raise ConfigurationError(f"redis URL must be a non-empty string, got {url!r}")
-    parse_url(url)  # the URL's shape is checked here, once
-    return url
+__all__ = [  # what callers import from the package (the rest: its modules)
+    "BLOCKS_PRECISIONS",
+    "BLOCKS_RETENTION",
+    "CLUSTER_SHARDS",
+    "DEFAULT_LAYOUT",
+    "DEFAULT_PRECISIONS",
+    "DEFAULT_RETENTION",
+    "ENV_PREFIX",
+    "LAYOUTS",
+    "Settings",
+]
 
 
 @dataclass(frozen=True)
@@ -266,18 +149,18 @@ class Settings:
         set_(self, "_retention", retention)
         values = set(retention.values())
         set_(self, "retention", values.pop() if len(values) == 1 else retention)
-        set_(self, "flush_interval", _float("flush_interval", self.flush_interval))
-        set_(self, "socket_timeout", _float("socket_timeout", self.socket_timeout))
-        set_(self, "close_timeout", _float("close_timeout", self.close_timeout))
-        set_(self, "throttle_deadline", _float("throttle_deadline", self.throttle_deadline))
+        set_(self, "flush_interval", positive("flush_interval", self.flush_interval))
+        set_(self, "socket_timeout", positive("socket_timeout", self.socket_timeout))
+        set_(self, "close_timeout", positive("close_timeout", self.close_timeout))
+        set_(self, "throttle_deadline", positive("throttle_deadline", self.throttle_deadline))
         if self.throttle_strategy not in ("fixed", "sliding"):
             raise ConfigurationError(
                 f"throttle_strategy must be fixed or sliding, got {self.throttle_strategy!r}"
             )
-        set_(self, "max_future", _float("max_future", self.max_future))
-        set_(self, "sweep_period", _float("sweep_period", self.sweep_period))
-        set_(self, "max_metrics", _int("max_metrics", self.max_metrics))
-        shards = _int("shards", self.shards, minimum=0)
+        set_(self, "max_future", positive("max_future", self.max_future))
+        set_(self, "sweep_period", positive("sweep_period", self.sweep_period))
+        set_(self, "max_metrics", integer("max_metrics", self.max_metrics))
+        shards = integer("shards", self.shards, minimum=0)
         cluster = parse_url(self.redis_url).kind == "cluster"
         if shards == 0:
             shards = CLUSTER_SHARDS if cluster else 1
@@ -287,14 +170,13 @@ class Settings:
                 "would span slots)"
             )
         set_(self, "shards", shards)
-        set_(self, "unique_precisions", _unique_precisions(self.unique_precisions, precisions))
-        set_(self, "unique_exact_cap", _int("unique_exact_cap", self.unique_exact_cap))
+        set_(self, "unique_precisions", unique_precisions(self.unique_precisions, precisions))
+        set_(self, "unique_exact_cap", integer("unique_exact_cap", self.unique_exact_cap))
         if self.unique_retention is not None:
-            set_(self, "unique_retention", _int("unique_retention", self.unique_retention))
-        set_(self, "max_pending", _int("max_pending", self.max_pending))
-        set_(
-            self, "max_series_per_metric", _int("max_series_per_metric", self.max_series_per_metric)
-        )
+            set_(self, "unique_retention", integer("unique_retention", self.unique_retention))
+        set_(self, "max_pending", integer("max_pending", self.max_pending))
+        per_metric = integer("max_series_per_metric", self.max_series_per_metric)
+        set_(self, "max_series_per_metric", per_metric)
         if self.token is not None and not isinstance(self.token, str):
             raise ConfigurationError(f"token must be a string, got {type(self.token).__name__}")
         if self.token == "":

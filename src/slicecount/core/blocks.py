@@ -18,38 +18,25 @@ Layout (little-endian; varint: LEB128, 7 bits a byte)::
 of a 40-route app's history.)
 
 Section k holds the slices of one precision in frames of ``period`` seconds (``FRAME_SLICES``
-slices), frame i covering ``[first + i * period, first + (i + 1) * period)``. A frame of length
-0 is all zeros. A frame's first byte is its width w (1, 2, 4 or 8): the rest is a raw deflate
-stream of w byte planes of the zigzagged values (byte 0 of every slice, then byte 1, ...), so a
-run of small counts compresses like the zeros around it. ``generation`` changes with every
-rewrite: the compare-and-set token of a cleaner's splice (``Splice``).
+slices), frame i covering ``[first + i * period, first + (i + 1) * period)``; a frame's bytes
+are ``core/frames.py``'s (length 0: all zeros). ``generation`` changes with every rewrite: the
+compare-and-set token of a cleaner's splice (``core/splices.py``).
 """
 
 from __future__ import annotations
 
-import functools
 import struct
-import sys
-import zlib
-from array import array
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+# BlockError re-exported: what a reader of blocks catches, whichever part found the bytes bad
+from slicecount.core.frames import FRAME_SLICES, MAX_FRAME, decode_frame
+from slicecount.core.frames import BlockError as BlockError
+
 MAGIC = b"SB"
 VERSION = 2
 HEADER = struct.Struct("<2sBBIH")
-FRAME_SLICES = 720
-"""Slices in one frame: 1 h of 5 s slices, 12 h of 60 s. A read of a range decodes at most the
-frames it overlaps; a cleaner's pass rewrites only the frames it adds to."""
-MAX_FRAME = 0xFFFF
-"""A frame's length is a u16: 720 values of 8 bytes, deflated, always fit."""
-WIDTHS = (1, 2, 4, 8)
-_MASK = (1 << 64) - 1
-
-
-class BlockError(ValueError):
-    """Bytes that are not a block of this format (a foreign value under a block key)."""
 
 
 @dataclass
@@ -197,84 +184,6 @@ def _check(prefix: bytes) -> int:
     return int(count)
 
 
-# -- frames -------------------------------------------------------------------------------
-
-
-def encode_frame(values: Sequence[int]) -> bytes:
-    """One frame's bytes (empty when every value is 0)."""
-    if not any(values):
-        return b""
-    raw, top = _zigzag(values)
-    width = next(w for w in WIDTHS if top < 1 << (8 * w))
-    planes = b"".join(raw[i::8] for i in range(width))
-    packer = zlib.compressobj(9, zlib.DEFLATED, -15)
-    data = bytes((width,)) + packer.compress(planes) + packer.flush()
-    if len(data) > MAX_FRAME:
-        raise BlockError(f"a frame of {len(values)} values took {len(data)} bytes")
-    return data
-
-
-def decode_frame(data: bytes, slices: int = FRAME_SLICES) -> list[int]:
-    """The ``slices`` values of one frame."""
-    if not data:
-        return [0] * slices
-    width = data[0]
-    if width not in WIDTHS:
-        raise BlockError(f"a frame of width {width}")
-    try:
-        planes = zlib.decompress(data[1:], -15)
-    except zlib.error as exc:
-        raise BlockError(f"a frame that does not inflate: {exc}") from None
-    if len(planes) != width * slices:
-        raise BlockError(f"a frame of {len(planes)} bytes for {slices} values of width {width}")
-    raw = bytearray(8 * slices)
-    for i in range(width):
-        raw[i::8] = planes[i * slices : (i + 1) * slices]
-    return _unzigzag(bytes(raw), slices)
-
-
-def _zigzag(values: Sequence[int]) -> tuple[bytes, int]:
-    """The zigzagged values as little-endian u64s, and the largest. Counts are never
-    negative in practice: then zigzag is 2v, every lane shifted left at once as one big
-    integer (no lane's top bit is set, so nothing carries into the next): ~30x faster than
-    per value in Python."""
-    low, high = min(values), max(values)
-    if low >= 0 and high < 1 << 63:
-        plain = array("Q", values)
-        if sys.byteorder == "big":
-            plain.byteswap()
-        shifted = int.from_bytes(plain.tobytes(), "little") << 1
-        return shifted.to_bytes(8 * len(values), "little"), 2 * high
-    zigzag = array("Q", [((v << 1) ^ (v >> 63)) & _MASK for v in values])
-    top = max(zigzag)
-    if sys.byteorder == "big":  # the planes are little-endian bytes
-        zigzag.byteswap()
-    return zigzag.tobytes(), top
-
-
-def _unzigzag(raw: bytes, slices: int) -> list[int]:
-    """The values of ``slices`` little-endian zigzagged u64s; all even (no negative value):
-    every lane shifted right at once (no lane's low bit is set, so nothing leaks)."""
-    whole = int.from_bytes(raw, "little")
-    if not whole & _low_bits(slices):
-        values = array("Q")
-        values.frombytes((whole >> 1).to_bytes(8 * slices, "little"))
-        if sys.byteorder == "big":
-            values.byteswap()
-        return values.tolist()
-    zigzag = array("Q")
-    zigzag.frombytes(raw)
-    if sys.byteorder == "big":
-        zigzag.byteswap()
-    return [(z >> 1) ^ -(z & 1) for z in zigzag]
-
-
-@functools.cache
-def _low_bits(slices: int) -> int:
-    """The integer with bit 0 of each of ``slices`` 64-bit lanes set."""
-    return sum(1 << (64 * k) for k in range(slices))
-
-
 # -- reading ------------------------------------------------------------------------------
 
 
@@ -342,102 +251,5 @@ def everything(data: bytes) -> dict[int, dict[int, int]]:
     return found
 
 
-# -- rewriting: what a cleaner's pass changes, spliced into the block ------------------------
-
-
-Piece = tuple[int, int] | bytes
-"""A piece of a rewritten block: ``(offset, length)`` kept from the old one, or new bytes."""
-
-
-@dataclass
-class Splice:
-    """A rewrite of a block as pieces of the old one and new bytes: what the cleaner's script
-    applies if the block's generation is still ``expected`` (0: no block yet)."""
-
-    expected: int
-    pieces: list[Piece]
-
-    def apply(self, old: bytes) -> bytes:
-        """The new block (what the Lua script builds, in Python: for tests and the book)."""
-        return b"".join(p if isinstance(p, bytes) else old[p[0] : p[0] + p[1]] for p in self.pieces)
-
-
-def plan_splice(
-    header: Header,
-    precisions: Sequence[int],
-    changed: Mapping[tuple[int, int], Sequence[int]],
-    keep_from: Mapping[int, int],
-) -> Splice:
-    """The splice that writes ``changed`` frames (``(precision, frame start)`` -> its values,
-    whole) into a block whose header is ``header``, drops each section's frames that end at
-    or before ``keep_from[precision]`` (retention), and lays the sections out in the order of
-    ``precisions`` (the ladder's; a precision no longer in it is dropped). Frames neither
-    changed nor dropped are kept as byte ranges of the old block: nothing else is decoded."""
-    new_sections: list[Section] = []
-    frame_pieces: list[Piece] = []
-    old_at = {s.precision: header.offset(s.precision, 0) for s in header.sections}
-    for precision in precisions:
-        old = header.section(precision) or Section(precision)
-        period, cutoff = old.period, keep_from.get(precision, 0)
-        stored = [old.frame_start(i) for i, n in enumerate(old.lengths) if n]
-        fresh = [start for p, start in changed if p == precision]
-        live = [start for start in stored + fresh if start + period > cutoff]
-        if not live:
-            new_sections.append(Section(precision))
-            continue
-        section = Section(precision, min(live))
-        at = old_at.get(precision, 0)
-        for start in range(min(live), max(live) + period, period):
-            index = old.index_of(start) if old.lengths else -1
-            if (precision, start) in changed:
-                data = encode_frame(changed[(precision, start)])
-                if data:
-                    frame_pieces.append(data)
-                section.lengths.append(len(data))
-            elif 0 <= index < len(old.lengths) and old.lengths[index]:
-                length = old.lengths[index]
-                frame_pieces.append((at + sum(old.lengths[:index]), length))
-                section.lengths.append(length)
-            else:
-                section.lengths.append(0)
-        _trim_zero_ends(section)
-        new_sections.append(section)
-    # the next generation, never 0 (0 stands for "no block" in the cleaner's compare-and-set)
-    new_header = Header(header.generation % 0xFFFFFFFF + 1, new_sections)
-    return Splice(header.generation, [new_header.pack(), *frame_pieces])
-
-
-def _trim_zero_ends(section: Section) -> None:
-    """Empty frames at either end of a section cost two bytes each for nothing."""
-    while section.lengths and not section.lengths[-1]:
-        section.lengths.pop()
-    lead = 0
-    while lead < len(section.lengths) and not section.lengths[lead]:
-        lead += 1
-    if lead:
-        del section.lengths[:lead]
-        section.first += lead * section.period
-    if not section.lengths:
-        section.first = 0
-
-
 def is_empty(header: Header) -> bool:
     return not any(any(s.lengths) for s in header.sections)
-
-
-def add_counts(
-    frames: dict[tuple[int, int], list[int]],
-    precisions: Iterable[int],
-    counts: Mapping[int, int],
-) -> None:
-    """Add open slices (``counts``: second -> n, at the finest precision) into ``frames``
-    ((precision, frame start) -> values) of every precision. A frame the block already holds
-    must be in ``frames`` decoded first; a missing one starts at zeros."""
-    for precision in precisions:
-        period = precision * FRAME_SLICES
-        for second, n in counts.items():
-            start = second - second % period
-            values = frames.get((precision, start))
-            if values is None:
-                values = frames[(precision, start)] = [0] * FRAME_SLICES
-            values[(second - start) // precision] += n

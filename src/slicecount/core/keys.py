@@ -34,71 +34,23 @@ A rate limit's hits (whatever the shard count: the identity is the hash tag)::
 
 from __future__ import annotations
 
-import base64
 import hashlib
 from dataclasses import dataclass, field
-from typing import NamedTuple
+
+from slicecount.core.key_layouts import (
+    Counter,
+    Layout,
+    Member,
+    SeriesKeys,
+    UniqueLayout,
+    UniqueSlot,
+)
+from slicecount.core.key_names import series_digest, throttle_tag
 
 EVERY_PRECISION = 0
 """The precision of a blocks-layout registry member: the series is kept at every precision."""
 LAYOUT_CACHE_SIZE = 65_536
 """Series whose keys are remembered between flushes (a flush writes the same series again)."""
-
-
-class Counter(NamedTuple):
-    """One series at one precision: its registry member and its hash."""
-
-    precision: int
-    member: str
-    key: str
-
-
-class Layout(NamedTuple):
-    """Where a series lives: its registry, its counter at every precision, its shard."""
-
-    registry: str
-    counters: tuple[Counter, ...]
-    shard: int
-
-
-class SeriesKeys(NamedTuple):
-    """Blocks layout: where a series lives: its shard, its block and its open hash."""
-
-    shard: int
-    block: str
-    open: str
-
-
-class Member(NamedTuple):
-    """A parsed registry member."""
-
-    precision: int
-    series_id: str
-
-
-class UniqueSlot(NamedTuple):
-    """One unique series at one precision: its registry member and its keys' common start."""
-
-    precision: int
-    member: str
-    hll_base: str
-    set_base: str
-
-    def hll(self, start: int) -> str:
-        """The HyperLogLog of the slice starting at ``start``."""
-        return f"{self.hll_base}{start}"
-
-    def members(self, start: int) -> str:
-        """The exact-mode SET of the slice starting at ``start``."""
-        return f"{self.set_base}{start}"
-
-
-class UniqueLayout(NamedTuple):
-    """Where a unique series lives: its registry, one slot per precision, its shard."""
-
-    registry: str
-    slots: tuple[UniqueSlot, ...]
-    shard: int
 
 
 @dataclass(frozen=True)
@@ -345,35 +297,6 @@ class KeySpace:
             return [f"*:{_glob_escape(series_id)}"]
         escaped = _glob_escape(name)
         return [f"*:{escaped}", f"*:{escaped}{{*"]
-
-
-THROTTLE_TAG_MAX = 128
-"""Identities longer than this (in characters) are hashed in throttle keys."""
-_TAG_ESCAPES = {ord(ch): f"%{ord(ch):02X}" for ch in "%{}#"}
-
-
-def throttle_tag(identity: str) -> str:
-    """The hash tag of an identity (a client address, a user, a header: any string): itself,
-    with ``%``, ``{``, ``}`` and ``#`` percent-escaped so that no ``}`` ends the tag early; an
-    empty, long or un-encodable one (a lone surrogate) becomes ``#`` and a hash of it (escaped
-    tags never start with ``#``, so two identities never share a key)."""
-    if 0 < len(identity) <= THROTTLE_TAG_MAX:
-        try:
-            identity.encode()
-        except UnicodeEncodeError:
-            pass
-        else:
-            return identity.translate(_TAG_ESCAPES)
-    raw = identity.encode("utf-8", "surrogatepass")
-    return "#" + hashlib.blake2b(raw, digest_size=16).hexdigest()
-
-
-def series_digest(series_id: str) -> str:
-    """A series' short name in the blocks layout's keys: 96 bits of its BLAKE2b in base64url
-    (16 characters). A key costs Redis its name once more; a series id is ~80 bytes, and a
-    block of a quiet series a few hundred: the registry member keeps the id itself."""
-    raw = series_id.encode("utf-8", "surrogatepass")
-    return base64.urlsafe_b64encode(hashlib.blake2b(raw, digest_size=12).digest()).decode()
 
 
 def _glob_escape(text: str) -> str:

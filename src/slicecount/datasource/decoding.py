@@ -1,6 +1,6 @@
 """Blocks decoded with numpy: every frame a read touches, in a few array operations.
 
-``core/blocks.py`` decodes a frame in Python (the cleaner and ``Store.get`` need no numpy);
+``core/frames.py`` decodes a frame in Python (the cleaner and ``Store.get`` need no numpy);
 a dashboard's read touches thousands of frames (a 24 h panel of 2 000 series at 5 s: 48 000),
 so the datasource inflates them one by one (zlib, in C) and rebuilds their values for all of
 them at once: the byte planes of every frame of one width are one array, and frames start at
@@ -13,7 +13,8 @@ from __future__ import annotations
 import zlib
 from collections.abc import Sequence
 
-from slicecount.core.blocks import FRAME_SLICES, WIDTHS, BlockError, Stored
+from slicecount.core.blocks import Stored
+from slicecount.core.frames import FRAME_SLICES, WIDTHS, BlockError
 from slicecount.errors import MissingExtra
 
 try:

@@ -86,7 +86,11 @@ def split_options(options: Options) -> tuple[Throttle | None, CountingOptions]:
     # the Redis the shell counts in: its settings, its recorder's, else the environment's
     recorder = options.get("recorder")
     settings = options.get("settings") or (recorder.store.settings if recorder else None)
-    limiter = Limiter(settings) if settings is not None else None
+    if recorder is None and settings is not None:
+        # one Recorder on ``settings`` for the requests, the throttle's http.throttled and the
+        # limiter's errors (alone, those two would count into the environment's Redis)
+        recorder = rest["recorder"] = Recorder(Store(settings))
+    limiter = Limiter(settings, recorder=recorder) if settings is not None else None
     return Throttle(limits, exempt=exempt, recorder=recorder, limiter=limiter), rest
 
 

@@ -16,6 +16,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from slicecount.core import blocks
+from slicecount.core.frames import FRAME_SLICES
 from slicecount.errors import StoreError
 from slicecount.operations.batches import Batch, Command, Context, Operation, ScriptCall, pairs
 
@@ -27,7 +28,7 @@ GENERATION = (4, 7)
 SERIES_PER_CALL = 64
 """Series read by one ``read_blocks`` call: its Redis time stays well under a millisecond
 (about 5 µs a series and its frames)."""
-SLICES = blocks.FRAME_SLICES
+SLICES = FRAME_SLICES
 
 
 def read(

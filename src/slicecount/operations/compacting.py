@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from slicecount.core import blocks
+from slicecount.core import blocks, splices
 from slicecount.core.keys import EVERY_PRECISION
 from slicecount.core.slices import oldest_kept
 from slicecount.operations.batches import Batch, Context, Operation, ScriptCall, pairs
@@ -153,7 +153,7 @@ def _plan(
     frames: dict[tuple[int, int], list[int]],
     keep_from: dict[int, int],
 ) -> _Planned:
-    splice = blocks.plan_splice(series.header, ladder, frames, keep_from)
+    splice = splices.plan_splice(series.header, ladder, frames, keep_from)
     packed = splice.pieces[0]
     assert isinstance(packed, bytes)  # a splice starts with its new header
     pieces = [] if blocks.is_empty(blocks.parse_header(packed)) else splice.pieces

@@ -8,8 +8,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from slicecount.core import blocks
+from slicecount.core import blocks, splices
 from slicecount.core.blocks import BlockError, Header
+from slicecount.core.frames import FRAME_SLICES, decode_frame
 from slicecount.operations.batches import Batch, Operation, pairs
 
 PREFIX_BYTES = 4096
@@ -135,18 +136,18 @@ def read_frames(
     for series in found:
         frames: dict[tuple[int, int], list[int]] = {}
         for p in ladder:
-            period = p * blocks.FRAME_SLICES
+            period = p * FRAME_SLICES
             for start in {s - s % period for *_, s, _ in series.fields if s >= oldest}:
                 if start + period <= keep_from[p]:
                     continue  # a frame past this precision's retention: nothing to add
                 _, n, offset, length = series.header.frames(p, start, start + 1)
-                frames[(p, start)] = [0] * blocks.FRAME_SLICES
+                frames[(p, start)] = [0] * FRAME_SLICES
                 if not (n and length):
                     continue
                 if offset + length <= len(series.prefix):  # read with the snapshot already
                     try:
                         data = series.prefix[offset : offset + length]
-                        frames[(p, start)] = blocks.decode_frame(data)
+                        frames[(p, start)] = decode_frame(data)
                     except BlockError:
                         frames.clear()  # foreign bytes past a valid header: left alone
                         series.bad = True
@@ -172,7 +173,7 @@ def read_frames(
         try:
             if len(data) != length:
                 raise BlockError(f"a frame of {length} bytes read as {len(data)}")
-            plans[series.block_key][(p, start)] = blocks.decode_frame(bytes(data))
+            plans[series.block_key][(p, start)] = decode_frame(bytes(data))
         except BlockError:  # the block changed under the plan: its script would refuse it
             del plans[series.block_key]
             notes.conflicts += 1
@@ -180,13 +181,13 @@ def read_frames(
         if series.block_key not in plans:
             continue
         for p in ladder:
-            period = p * blocks.FRAME_SLICES
+            period = p * FRAME_SLICES
             counts: dict[int, int] = {}
             for *_, second, n in series.fields:
                 start = second - second % period
                 if second >= oldest and start + period > keep_from[p]:
                     counts[second] = counts.get(second, 0) + n
-            blocks.add_counts(plans[series.block_key], [p], counts)
+            splices.add_counts(plans[series.block_key], [p], counts)
     return plans
 
 

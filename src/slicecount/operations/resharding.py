@@ -32,7 +32,8 @@ from __future__ import annotations
 import secrets
 from dataclasses import dataclass
 
-from slicecount.core import blocks
+from slicecount.core import blocks, splices
+from slicecount.core.frames import FRAME_SLICES
 from slicecount.core.keys import EVERY_PRECISION, KeySpace
 from slicecount.errors import ConfigurationError
 from slicecount.operations.batches import Batch, Context, Operation, ScriptCall, pairs
@@ -157,14 +158,12 @@ def _merged(ctx: Context, current: bytes, moved: bytes) -> bytes:
     ladder = ctx.settings.precisions
     for data in (current, moved):
         for precision, slices in blocks.everything(data).items():
-            period = precision * blocks.FRAME_SLICES
+            period = precision * FRAME_SLICES
             for start, n in slices.items():
-                values = frames.setdefault(
-                    (precision, start - start % period), [0] * blocks.FRAME_SLICES
-                )
+                values = frames.setdefault((precision, start - start % period), [0] * FRAME_SLICES)
                 values[(start % period) // precision] += n
     header = blocks.parse_header(current)
-    return blocks.plan_splice(header, ladder, frames, {}).apply(current)
+    return splices.plan_splice(header, ladder, frames, {}).apply(current)
 
 
 def _check_block(data: bytes, key: str) -> None:

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple
 
 from slicecount.config import Settings
-from slicecount.core.keys import UniqueSlot
+from slicecount.core.key_layouts import UniqueSlot
 from slicecount.core.series import Labels, encode, parse, shown, validate_name
 from slicecount.core.slices import oldest_kept, slice_starts
 from slicecount.errors import ConfigurationError

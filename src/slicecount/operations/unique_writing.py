@@ -1,6 +1,6 @@
 """Writing unique values: distinct counts per slice (the redis_counters gem's unique lists). Pure.
 
-Each (precision, series, slice) is a HyperLogLog (``keys.UniqueSlot.hll``) expiring with the
+Each (precision, series, slice) is a HyperLogLog (``key_layouts.UniqueSlot.hll``) expiring with the
 precision's retention, so the cleaner never touches it. A flush sends, per slice, one PFADD of
 every value buffered for it and one EXPIREAT; exact mode and first-seen counting need a decision
 inside Redis (the SET's cap, the count to write) and go through ``lua/unique_add.lua``. Every
@@ -15,7 +15,7 @@ from collections.abc import Collection, Iterable, Mapping
 from typing import NamedTuple
 
 from slicecount.core.hll import Sketch
-from slicecount.core.keys import UniqueSlot
+from slicecount.core.key_layouts import UniqueSlot
 from slicecount.core.series import Labels, encode
 from slicecount.errors import ConfigurationError
 from slicecount.operations.batches import Batch, Command, Context, Operation, ScriptCall

@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 import operator
 from collections.abc import Callable
+from typing import Any
 
 from slicecount.promql.ast import NAME_LABEL, Binary, Matching
 from slicecount.promql.typecheck import COMPARISONS, SET_OPERATORS
@@ -59,7 +60,8 @@ ARITHMETIC: dict[str, Callable[[float, float], float]] = {
     "%": _modulo,
     "^": _power,
 }
-COMPARE: dict[str, Callable[[float, float], bool]] = {
+COMPARE: dict[str, Callable[[Any, Any], Any]] = {
+    # Python's operators: two floats give a bool, two numpy arrays (``pointwise``) a mask
     "==": operator.eq,
     "!=": operator.ne,
     "<": operator.lt,

@@ -8,7 +8,6 @@ the blocks' series.
 
 from __future__ import annotations
 
-import operator
 from collections.abc import Callable
 
 from slicecount.errors import MissingExtra
@@ -29,14 +28,7 @@ ARITHMETIC: dict[str, Callable[[Floats, Floats], Floats]] = {
     "*": np.multiply,
     "/": np.divide,
 }
-COMPARE: dict[str, Callable[[Floats, Floats], Mask]] = {
-    "==": operator.eq,
-    "!=": operator.ne,
-    "<": operator.lt,
-    "<=": operator.le,
-    ">": operator.gt,
-    ">=": operator.ge,
-}
+COMPARE = binary.COMPARE  # the same operators: on arrays they give a mask
 
 
 def vectorised(op: str) -> bool:
@@ -54,7 +46,7 @@ def _apply(op: str, left: Floats, right: Floats, mine: Floats, as_bool: bool,
     ``bool``, gives 1 or 0)."""
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
         if op in COMPARE:
-            holds = COMPARE[op](left, right)
+            holds: Mask = COMPARE[op](left, right)
             if as_bool:
                 return holds.astype(np.float64), present
             return mine, present & holds

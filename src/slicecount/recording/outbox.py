@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 from slicecount.errors import StoreError
-from slicecount.operations.writing import Chunk
+from slicecount.operations.chunking import Chunk
 from slicecount.recording.losses import refused_by_redis
 from slicecount.store import Store
 

@@ -4,7 +4,7 @@ Every count goes through one entry point, ``_add()``: one lock and a dict update
 (epoch second, series id). Anything Redis or the encoder could refuse is refused there and
 counted as ``slicecount.rejected{reason}``. A flusher thread, started lazily in the process
 that records, swaps the buffer every ``flush_interval`` seconds, prepares it as it is into
-numbered chunks (``writing.prepare``) and delivers them through the ``Outbox``: a chunk whose
+numbered chunks (``chunking.prepare``) and delivers them through the ``Outbox``: a chunk whose
 outcome is unknown is sent again unchanged and Redis applies it at most once. While Redis is
 away new counts keep buffering; past ``max_pending`` entries the oldest are dropped and their
 counts written later as ``slicecount.dropped``. After ``fork()`` the child starts empty with a
@@ -23,7 +23,7 @@ from slicecount.core.series import Labels, shown
 from slicecount.errors import ConfigurationError
 from slicecount.operations.batches import Clock
 from slicecount.operations.checks import bad_count
-from slicecount.operations.writing import prepare_safely
+from slicecount.operations.chunking import prepare_safely
 from slicecount.recording import lifecycle
 from slicecount.recording.admission import Admission, Warnings
 from slicecount.recording.count_buffer import Counts

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from slicecount.config import Settings
-from slicecount.core.blocks import FRAME_SLICES
+from slicecount.core.frames import FRAME_SLICES
 from slicecount.core.slices import oldest_kept, slice_start
 from slicecount.errors import QueryError
 from slicecount.promql.ast import Call, MatrixSelector, Node, VectorSelector, walk
