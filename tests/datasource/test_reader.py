@@ -12,9 +12,10 @@ import pytest
 from slicecount.config import Settings
 from slicecount.core.blocks import Stored
 from slicecount.datasource import endpoints
+from slicecount.datasource.chunked_reads import READS_IN_FLIGHT
 from slicecount.datasource.concurrency import all_done
 from slicecount.datasource.limits import LimitExceeded, Limits
-from slicecount.datasource.reader import READS_IN_FLIGHT, Reader
+from slicecount.datasource.reader import Reader
 from slicecount.store import Store
 from slicecount.store.asyncio import AsyncStore
 from tests.datasource.conftest import HOUR, NOW, legacy_body, write_known_data

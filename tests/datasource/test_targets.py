@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from slicecount.config import Settings
+from slicecount.datasource.chunked_reads import union_parts as parts
 from slicecount.datasource.prometheus.plan import panel_step
-from slicecount.datasource.reader import union_parts as parts
 from slicecount.datasource.rewrites import with_matchers
 from slicecount.datasource.targets import MAX_QUERY_LENGTH, catalogue, parse
 from slicecount.errors import ConfigurationError, QueryError

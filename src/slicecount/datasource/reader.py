@@ -18,36 +18,19 @@ from typing import Any, TypeVar
 from slicecount.config import Settings
 from slicecount.core.histogram import BUCKET_SUFFIX
 from slicecount.core.series import parse
+from slicecount.datasource.chunked_reads import READS_IN_FLIGHT, start_reads, union_parts
 from slicecount.datasource.concurrency import SharedReads, Turns, all_done
-from slicecount.datasource.counts import Read, Slices, chunks, merged
-from slicecount.datasource.decoding import slices_matrix
+from slicecount.datasource.counts import Read, merged
 from slicecount.datasource.discovery import SeriesInfo
 from slicecount.datasource.limits import Limits
-from slicecount.errors import MissingExtra
 from slicecount.operations.unique_reading import Group, kept_precisions
 from slicecount.store.asyncio import AsyncStore
-
-try:
-    import anyio.to_thread
-except ModuleNotFoundError as exc:
-    raise MissingExtra("datasource", exc, "the datasource") from exc
 
 CACHE_TTL = 2.0
 """Seconds a discovery answer (series of a metric, metric names) is reused: Grafana asks for
 the same panels over and over, and a series that appears shows up within this delay."""
 ANNOTATION_LIMIT = 1000
 """Annotations returned for one panel at most."""
-READ_CHUNK_POINTS = 16_384
-BLOCK_POINTS = 8
-"""Points of the blocks layout read for one of the book's: a span of frames decoded with
-numpy costs an eighth of an HMGET field (``planning.POINTS_PER_FIELD``)."""
-"""Points asked of Redis in one read: its reply is parsed and converted on the event loop, in
-about 10 ms (a 500 000-point read in one piece would hold the loop for 400 ms)."""
-READS_IN_FLIGHT = 2
-"""Chunks of one request under way at once: Redis prepares one while the other is converted."""
-UNION_SLICES_PER_CALL = 20_000
-"""Slices named in one ``count_unions`` call: its reply is small, but Redis merges each
-union's HLLs in one go (~20 ms for this many), so no call holds a server for long."""
 _MAX_PARSED = 100_000
 _MAX_CACHED = 10_000
 
@@ -269,7 +252,7 @@ class Reader:
                 lambda: self.read_slices(ids, precision, first, last, None, read),
             )
         gate = asyncio.Semaphore(READS_IN_FLIGHT)
-        tasks = self._start_reads(ids, precision, first, last, read, gate)
+        tasks = start_reads(self.store, ids, precision, first, last, read, gate)
         await all_done(tasks)
         return merged([task.result() for task in tasks])
 
@@ -282,48 +265,3 @@ class Reader:
         """Where what is computed from a shared read (``read_slices``' answer) is kept for
         the requests it answers (``subtrees``); None when the read is not shared."""
         return self._shared.results(read)  # type: ignore[arg-type]  # any object: by id
-
-    def _start_reads(
-        self,
-        ids: Sequence[str],
-        precision: int,
-        first: int,
-        last: int,
-        stored: int,
-        gate: asyncio.Semaphore,
-    ) -> list[asyncio.Future[Read]]:
-        blocks = self.settings.layout == "blocks"
-        if not blocks and stored != precision:
-            raise ValueError(f"the book's layout reads slices of {precision} s as stored")
-        points = READ_CHUNK_POINTS * (BLOCK_POINTS if blocks else 1)
-        end = last + precision
-        per_chunk = max(1, points // ((end - first) // stored))
-
-        async def read_chunk(part: list[str]) -> Read:
-            async with gate:
-                if not blocks:
-                    return await self.store.read(part, precision, first, last)
-                found = await self.store.read_stored(part, stored, first, end - stored)
-            # zlib and numpy let go of the GIL: the loop serves others while this decodes
-            rows = [found[i] for i in part]
-            counts = await anyio.to_thread.run_sync(
-                slices_matrix, rows, stored, first, end, precision // stored
-            )
-            return Slices({i: n for n, i in enumerate(part)}, counts)
-
-        return [asyncio.ensure_future(read_chunk(part)) for part in chunks(list(ids), per_chunk)]
-
-
-def union_parts(groups: Sequence[Group], limit: int = UNION_SLICES_PER_CALL) -> list[list[Group]]:
-    """``groups`` cut into calls of at most ``limit`` slices (a bigger union alone in its
-    call)."""
-    chunks: list[list[Group]] = [[]]
-    size = 0
-    for group in groups:
-        slices = sum(len(starts) for _, starts in group)
-        if chunks[-1] and size + slices > limit:
-            chunks.append([])
-            size = 0
-        chunks[-1].append(group)
-        size += slices
-    return [c for c in chunks if c]

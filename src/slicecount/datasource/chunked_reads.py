@@ -1,0 +1,80 @@
+"""A read of many series' slices in chunks, a few under way at once, so that no reply holds
+the event loop for long and Redis prepares one chunk while another is converted; in the
+blocks layout each chunk's frames are decoded with numpy in a worker thread (zlib and numpy
+let go of the GIL). And the unions of unique series, cut into calls of bounded work."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+
+from slicecount.datasource.counts import Read, Slices, chunks
+from slicecount.datasource.decoding import slices_matrix
+from slicecount.errors import MissingExtra
+from slicecount.operations.unique_reading import Group
+from slicecount.store.asyncio import AsyncStore
+
+try:
+    import anyio.to_thread
+except ModuleNotFoundError as exc:
+    raise MissingExtra("datasource", exc, "the datasource") from exc
+
+READ_CHUNK_POINTS = 16_384
+"""Points asked of Redis in one read: its reply is parsed and converted on the event loop, in
+about 10 ms (a 500 000-point read in one piece would hold the loop for 400 ms)."""
+BLOCK_POINTS = 8
+"""Points of the blocks layout read for one of the book's: a span of frames decoded with
+numpy costs an eighth of an HMGET field (``planning.POINTS_PER_FIELD``)."""
+READS_IN_FLIGHT = 2
+"""Chunks of one request under way at once: Redis prepares one while the other is converted."""
+UNION_SLICES_PER_CALL = 20_000
+"""Slices named in one ``count_unions`` call: its reply is small, but Redis merges each
+union's HLLs in one go (~20 ms for this many), so no call holds a server for long."""
+
+
+def start_reads(
+    store: AsyncStore,
+    ids: Sequence[str],
+    precision: int,
+    first: int,
+    last: int,
+    stored: int,
+    gate: asyncio.Semaphore,
+) -> list[asyncio.Future[Read]]:
+    """The reads of the slices of ``precision`` from start ``first`` to start ``last`` of
+    ``ids``, a task per chunk, each holding ``gate`` while Redis answers it. ``stored``: the
+    precision read (the blocks layout), of which ``precision`` is a multiple."""
+    blocks = store.settings.layout == "blocks"
+    if not blocks and stored != precision:
+        raise ValueError(f"the book's layout reads slices of {precision} s as stored")
+    points = READ_CHUNK_POINTS * (BLOCK_POINTS if blocks else 1)
+    end = last + precision
+    per_chunk = max(1, points // ((end - first) // stored))
+
+    async def read_chunk(part: list[str]) -> Read:
+        async with gate:
+            if not blocks:
+                return await store.read(part, precision, first, last)
+            found = await store.read_stored(part, stored, first, end - stored)
+        rows = [found[i] for i in part]
+        counts = await anyio.to_thread.run_sync(
+            slices_matrix, rows, stored, first, end, precision // stored
+        )
+        return Slices({i: n for n, i in enumerate(part)}, counts)
+
+    return [asyncio.ensure_future(read_chunk(part)) for part in chunks(list(ids), per_chunk)]
+
+
+def union_parts(groups: Sequence[Group], limit: int = UNION_SLICES_PER_CALL) -> list[list[Group]]:
+    """``groups`` cut into calls of at most ``limit`` slices (a bigger union alone in its
+    call)."""
+    chunks: list[list[Group]] = [[]]
+    size = 0
+    for group in groups:
+        slices = sum(len(starts) for _, starts in group)
+        if chunks[-1] and size + slices > limit:
+            chunks.append([])
+            size = 0
+        chunks[-1].append(group)
+        size += slices
+    return [c for c in chunks if c]
