@@ -20,11 +20,14 @@ except ModuleNotFoundError as exc:
     raise MissingExtra("datasource", exc, "the datasource") from exc
 
 READ_CHUNK_POINTS = 16_384
-"""Points asked of Redis in one read: its reply is parsed and converted on the event loop, in
-about 10 ms (a 500 000-point read in one piece would hold the loop for 400 ms)."""
-BLOCK_POINTS = 8
-"""Points of the blocks layout read for one of the book's: a span of frames decoded with
-numpy costs an eighth of an HMGET field (``planning.POINTS_PER_FIELD``)."""
+"""Points asked of Redis in one read of the book's layout: its reply is parsed and converted
+on the event loop, in about 10 ms (a 500 000-point read in one piece would hold it 400 ms)."""
+BLOCK_CHUNK_SERIES = 512
+"""Series in one read of the blocks layout (8 script calls, one round trip): its reply is the
+frames' compressed bytes (a few kB a series for a day of 5 s slices), decoded in a thread."""
+BLOCK_CHUNK_CELLS = 2_000_000
+"""Slices (series x columns) decoded by one read of the blocks layout at most: 16 MB of int64.
+Cut by points as the book's, a day of 5 s slices was 7 series a read: 180 reads a panel."""
 READS_IN_FLIGHT = 2
 """Chunks of one request under way at once: Redis prepares one while the other is converted."""
 UNION_SLICES_PER_CALL = 20_000
@@ -47,9 +50,13 @@ def start_reads(
     blocks = store.settings.layout == "blocks"
     if not blocks and stored != precision:
         raise ValueError(f"the book's layout reads slices of {precision} s as stored")
-    points = READ_CHUNK_POINTS * (BLOCK_POINTS if blocks else 1)
     end = last + precision
-    per_chunk = max(1, points // ((end - first) // stored))
+    if blocks:
+        per_chunk = min(
+            BLOCK_CHUNK_SERIES, max(1, BLOCK_CHUNK_CELLS // ((end - first) // precision))
+        )
+    else:
+        per_chunk = max(1, READ_CHUNK_POINTS // ((end - first) // precision))
 
     async def read_chunk(part: list[str]) -> Read:
         async with gate:

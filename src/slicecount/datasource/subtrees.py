@@ -50,7 +50,11 @@ def ready(
     for aggregate in lowest_aggregations(node):
         key = ("aggregation", repr(aggregate), grid)
         matched = [found.get(n) for n in walk(aggregate) if isinstance(n, VectorSelector)]
-        with _COMPUTING:
+        with _LOCKS:
+            if len(_COMPUTING) > _MAX_LOCKS:
+                _COMPUTING.clear()  # at worst a key computed twice side by side: never wrong
+            computing = _COMPUTING.setdefault(key, threading.Lock())
+        with computing:
             hit = shared.get(key)
             if hit is not None and all(a is b for a, b in zip(hit[0], matched, strict=True)):
                 out[aggregate] = hit[1]
@@ -63,7 +67,11 @@ def ready(
     return out, computed
 
 
-_COMPUTING = threading.Lock()
-"""Heavy requests evaluate in worker threads, two at a time: the second to want a shared
-aggregation waits for the first's instead of computing it beside it (one aggregation at a
-time: the rest of each query still evaluates side by side)."""
+_COMPUTING: dict[Hashable, threading.Lock] = {}
+"""A lock per aggregation (and grid): heavy requests evaluate in worker threads, two at a
+time, and the second to want a shared aggregation waits for the first's instead of computing
+it beside it, while different aggregations are computed side by side (numpy lets go of the
+GIL). A process-wide lock made the whole refresh's aggregations take turns."""
+_LOCKS = threading.Lock()
+"""Guards ``_COMPUTING``."""
+_MAX_LOCKS = 1000
