@@ -9,6 +9,7 @@ import pytest
 from slicecount.core import blocks, splices
 from slicecount.core.blocks import NOTHING_STORED, BlockError, Header
 from slicecount.core.frames import FRAME_SLICES, decode_frame, encode_frame
+from slicecount.datasource import decoding
 from slicecount.datasource.decoding import decode_frames, slices_matrix
 
 T0 = 1_700_000_000 - 1_700_000_000 % 3600
@@ -71,3 +72,20 @@ def test_a_span_of_blocks_and_open_slices_reads_as_the_codec_and_the_hash_add_up
     stored.append(NOTHING_STORED._replace(open={start: 7}))
     truths.append([7] + [0] * ((end - start) // precision - 1))
     assert slices_matrix(stored, precision, start, end).tolist() == truths
+
+
+def test_inflated_frames_are_remembered_within_their_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    rng = random.Random(5)
+    values = [[rng.randint(0, 300) for _ in range(FRAME_SLICES)] for _ in range(40)]
+    frames = [encode_frame(v) for v in values]
+    monkeypatch.setattr(decoding, "_inflated_frames", {})
+    monkeypatch.setattr(decoding, "_inflated_size", [0])
+    monkeypatch.setattr(decoding, "INFLATED_BYTES", 20 * 2 * FRAME_SLICES)  # half of them
+    for _ in range(3):  # inflated, then remembered (or inflated again past the bound)
+        assert decode_frames(frames).tolist() == values
+        assert 0 < decoding._inflated_size[0] <= decoding.INFLATED_BYTES
+        assert len(decoding._inflated_frames) <= 20
+    remembered = next(iter(decoding._inflated_frames))
+    assert decoding._inflated(remembered) is decoding._inflated_frames[remembered]
+    with pytest.raises(BlockError, match="inflate"):  # a bad frame is never remembered
+        decode_frames([b"\x01\xff\xff\xff"])

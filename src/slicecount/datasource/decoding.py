@@ -46,7 +46,7 @@ def _by_width(frames: Sequence[bytes]) -> list[tuple[list[int], Matrix]]:
         if width not in WIDTHS:
             raise BlockError(f"a frame of width {width}")
         try:
-            raw = b"".join([zlib.decompress(frames[r][1:], -15) for r in rows])
+            raw = b"".join([_inflated(frames[r]) for r in rows])
         except zlib.error as exc:
             raise BlockError(f"a frame that does not inflate: {exc}") from None
         if len(raw) != len(rows) * width * FRAME_SLICES:
@@ -58,6 +58,28 @@ def _by_width(frames: Sequence[bytes]) -> list[tuple[list[int], Matrix]]:
         values = ((z >> np.uint64(1)) ^ (-(z & np.uint64(1)))).view(np.int64)
         decoded.append((rows, values))
     return decoded
+
+
+INFLATED_BYTES = 32 << 20
+"""Bytes of inflated frames kept (by their compressed bytes: the same bytes always inflate
+the same). A sealed frame is read again by every refresh until a late count changes it: a
+dashboard's frames are inflated once, not at every refresh (zlib was a tenth of a 5-minute
+refresh's time)."""
+_inflated_frames: dict[bytes, bytes] = {}
+_inflated_size = [0]
+
+
+def _inflated(frame: bytes) -> bytes:
+    """A frame's byte planes (its bytes after the width, inflated), remembered."""
+    found = _inflated_frames.get(frame)
+    if found is None:
+        found = zlib.decompress(frame[1:], -15)
+        if _inflated_size[0] + len(found) > INFLATED_BYTES:
+            _inflated_frames.clear()  # threads may race here: at worst one inflated again
+            _inflated_size[0] = 0
+        _inflated_frames[frame] = found
+        _inflated_size[0] += len(found) + len(frame)
+    return found
 
 
 def _summed(values: Matrix, group: int) -> Matrix:
