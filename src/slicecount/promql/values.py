@@ -124,14 +124,38 @@ class Series:
         return f"Series({self.labels!r}, {self.values!r})"
 
 
-def key(labels: Labels) -> tuple[tuple[str, str], ...]:
-    return tuple(sorted(labels.items()))
+LabelKey = tuple[tuple[str, str], ...]
+REMEMBERED = 50_000
+"""Label sets whose key and nameless copy are remembered, by identity: a series' labels come
+from the discovery cache as the same dict at every request while the cache holds, and label
+dicts are never changed once made (whoever changes labels copies them first), so a
+dashboard's series are sorted and copied once, not at every refresh."""
+_keys: dict[int, tuple[Labels, LabelKey]] = {}
+_nameless: dict[int, tuple[Labels, Labels]] = {}
+
+
+def key(labels: Labels) -> LabelKey:
+    hit = _keys.get(id(labels))
+    if hit is not None and hit[0] is labels:
+        return hit[1]
+    found = tuple(sorted(labels.items()))
+    if len(_keys) >= REMEMBERED:
+        _keys.clear()
+    _keys[id(labels)] = (labels, found)  # holding ``labels``: its id stays its own
+    return found
 
 
 def without_name(labels: Labels) -> Labels:
     if NAME_LABEL not in labels:
         return labels
-    return {k: v for k, v in labels.items() if k != NAME_LABEL}
+    hit = _nameless.get(id(labels))
+    if hit is not None and hit[0] is labels:
+        return hit[1]
+    found = {k: v for k, v in labels.items() if k != NAME_LABEL}
+    if len(_nameless) >= REMEMBERED:
+        _nameless.clear()
+    _nameless[id(labels)] = (labels, found)
+    return found
 
 
 def check_unique(series: list[Series]) -> list[Series]:
