@@ -51,6 +51,8 @@ class Rows(NamedTuple):
 
 def merged(parts: Sequence[Read]) -> Read:
     """Reads of chunks of the series as one read: lists by id, or 2-D rows stacked."""
+    if len(parts) == 1:
+        return parts[0]
     if parts and all(isinstance(p, Slices) for p in parts):
         rows: dict[str, int] = {}
         for part in parts:
@@ -96,6 +98,9 @@ def rows(read: Read, ids: Sequence[str], slices: int) -> Rows:
 def _of_slices(read: Slices, index: dict[str, int], slices: int) -> Rows:
     where = np.array([read.row.get(i, -1) for i in index], dtype=np.int64)
     width = read.counts.shape[1] if read.counts.ndim == 2 else 0
+    if width == slices and len(where) == len(read.counts):
+        if np.array_equal(where, np.arange(len(where))):  # the read's own rows: no copy
+            return Rows(index, read.counts, np.full(len(index), slices, dtype=np.int64))
     counts = np.zeros((len(index), slices), dtype=np.int64)
     some = where >= 0
     if width and some.any():

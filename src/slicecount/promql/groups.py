@@ -10,6 +10,7 @@ computed again by ``aggregation``'s loop, whose answer for it Prometheus' tests 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
+from typing import TypeVar
 
 from slicecount.errors import MissingExtra
 from slicecount.promql import aggregation
@@ -30,6 +31,7 @@ try:
 except ModuleNotFoundError as exc:
     raise MissingExtra("datasource", exc, "the PromQL engine of the datasource") from exc
 
+A = TypeVar("A", Floats, Mask)
 VECTORISED = frozenset({"sum", "avg", "count", "min", "max", "group"})
 HUGE = 2.0**1022
 """Sums whose terms add up to this or more are the loop's (fsum overflows before them)."""
@@ -62,11 +64,11 @@ class Groups:
         self.sizes: Ints = np.bincount(self.of, minlength=len(self.labels))
         self.starts: Ints = np.concatenate(([0], np.cumsum(self.sizes)[:-1])).astype(np.int64)
 
-    def reduce(self, ufunc: np.ufunc, values: Floats) -> Floats:
+    def reduce(self, ufunc: np.ufunc, values: A) -> A:
         """``ufunc`` over the members of each group, rows sorted by group."""
         if not len(self.labels):
             return np.zeros((0, values.shape[1]), dtype=values.dtype)
-        result: Floats = ufunc.reduceat(values[self.order], self.starts, axis=0)
+        result: A = ufunc.reduceat(values[self.order], self.starts, axis=0)
         return result
 
     def padded(self, values: Floats) -> Floats | None:
@@ -93,8 +95,11 @@ def aggregate(node: Aggregate, block: Block) -> Block:
     """``node`` (an op of VECTORISED) over ``block``."""
     groups = Groups(node, block.labels)
     present = block.present
-    counts = groups.reduce(np.add, present.astype(np.float64))
-    found = counts > 0
+    if node.op in ("count", "avg"):
+        counts = groups.reduce(np.add, present.astype(np.float64))
+        found = counts > 0
+    else:  # only whether a group has a sample: a byte a cell, not a float
+        found = groups.reduce(np.logical_or, present)
     shape = (len(groups.labels), block.steps)
     op = node.op
     doubt = np.zeros(shape, dtype=bool)
@@ -141,6 +146,8 @@ def _busy_sums(groups: Groups, values: Floats, shape: tuple[int, int]) -> Sums:
     else:
         ranks = ((of, values[members]) for members, of in groups.ranks())
         sums, doubt = exact_sums(ranks, shape)
+    if magnitude.max(initial=0.0) < HUGE:  # no group's terms can add up to it
+        return sums, doubt
     with np.errstate(over="ignore"):  # near the largest float, fsum's partials overflow
         return sums, doubt | (groups.reduce(np.add, np.abs(values)) >= HUGE)
 
