@@ -4,6 +4,7 @@ without the token, and every refusal under ``/api/v1`` is a Prometheus error env
 
 from __future__ import annotations
 
+import gc
 import logging
 from collections.abc import Iterator
 
@@ -11,7 +12,7 @@ import pytest
 from starlette.testclient import TestClient
 
 from slicecount.config import Settings
-from slicecount.datasource.app import create_app, from_env
+from slicecount.datasource.app import COLLECTOR_THRESHOLDS, create_app, from_env
 from slicecount.embedded import EmbeddedRedis
 
 GRAFANA = {"Accept": "application/json, text/plain, */*"}
@@ -180,3 +181,13 @@ def test_grafana_prometheus_health_check_pings_redis(
     server.stop()
     down = secured.get(probe, headers=TOKEN)
     assert down.status_code == 503 and down.json()["errorType"] == "unavailable"
+
+
+def test_the_collector_waits_longer_while_the_app_serves(server: EmbeddedRedis) -> None:
+    before = gc.get_threshold()
+    app = create_app(Settings(redis_url=server.url))
+    assert gc.get_threshold() == before  # made, not started: nothing changed yet
+    with TestClient(app) as client:
+        assert gc.get_threshold() == COLLECTOR_THRESHOLDS
+        assert client.get("/").status_code == 200
+    assert gc.get_threshold() == before

@@ -9,6 +9,7 @@ query loop behind them.
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import time
@@ -127,6 +128,14 @@ ROUTES: dict[str, Handler] = {
 }
 
 
+COLLECTOR_THRESHOLDS = (50_000, 20, 20)
+"""The cyclic garbage collector's thresholds while the datasource serves (Python's: 700, 10,
+10). Its caches hold a few hundred thousand small objects (series, labels, discovery
+answers) that a full collection walks every time, finding nothing: a 40-route dashboard
+refreshed 93 times paid 579 ms in 16 of them, up to 68 ms each (one refresh's whole time);
+with these, 112 ms. Restored when the app stops."""
+
+
 def create_app(
     settings: Settings | None = None,
     *,
@@ -144,9 +153,14 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        yield
-        if owned:
-            await reader.close()
+        before = gc.get_threshold()
+        gc.set_threshold(*COLLECTOR_THRESHOLDS)
+        try:
+            yield
+        finally:
+            gc.set_threshold(*before)
+            if owned:
+                await reader.close()
 
     routes: list[BaseRoute] = [
         *health.routes(reader),
