@@ -9,7 +9,7 @@ import asyncio
 from collections.abc import Sequence
 
 from slicecount.datasource.counts import Read, Slices, chunks
-from slicecount.datasource.decoding import slices_matrix
+from slicecount.datasource.decoding import Matrix, slices_matrix
 from slicecount.errors import MissingExtra
 from slicecount.operations.unique_reading import Group
 from slicecount.store.asyncio import AsyncStore
@@ -22,9 +22,12 @@ except ModuleNotFoundError as exc:
 READ_CHUNK_POINTS = 16_384
 """Points asked of Redis in one read of the book's layout: its reply is parsed and converted
 on the event loop, in about 10 ms (a 500 000-point read in one piece would hold it 400 ms)."""
-BLOCK_CHUNK_SERIES = 512
-"""Series in one read of the blocks layout (8 script calls, one round trip): its reply is the
+BLOCK_CHUNK_SERIES = 2048
+"""Series in one read of the blocks layout (32 script calls, one round trip): its reply is the
 frames' compressed bytes (a few kB a series for a day of 5 s slices), decoded in a thread."""
+INLINE_CELLS = 50_000
+"""A read of the blocks layout decoding this many slices or fewer (series x columns) decodes
+on the event loop, in a millisecond or two: a worker thread's two hops cost as much."""
 BLOCK_CHUNK_CELLS = 2_000_000
 """Slices (series x columns) decoded by one read of the blocks layout at most: 16 MB of int64.
 Cut by points as the book's, a day of 5 s slices was 7 series a read: 180 reads a panel."""
@@ -64,9 +67,12 @@ def start_reads(
                 return await store.read(part, precision, first, last)
             found = await store.read_stored(part, stored, first, end - stored)
         rows = [found[i] for i in part]
-        counts = await anyio.to_thread.run_sync(
-            slices_matrix, rows, stored, first, end, precision // stored
-        )
+
+        def decode() -> Matrix:
+            return slices_matrix(rows, stored, first, end, precision // stored)
+
+        small = len(part) * ((end - first) // precision) <= INLINE_CELLS
+        counts = decode() if small else await anyio.to_thread.run_sync(decode)
         return Slices({i: n for n, i in enumerate(part)}, counts)
 
     return [asyncio.ensure_future(read_chunk(part)) for part in chunks(list(ids), per_chunk)]
