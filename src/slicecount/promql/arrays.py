@@ -21,7 +21,7 @@ from slicecount.promql.values import (
     Series,
     Value,
     format_labels,
-    key,
+    remembered_key,
 )
 
 try:
@@ -117,7 +117,7 @@ def concat(blocks: Sequence[Block], steps: int) -> Block:
 def check_unique(block: Block) -> Block:
     """Prometheus refuses a vector holding two samples with the same labels at one time;
     series with the same labels that never overlap become one."""
-    keys = [key(labels) for labels in block.labels]
+    keys = [remembered_key(labels) for labels in block.labels]
     first: dict[tuple[tuple[str, str], ...], int] = {}
     rows = [first.setdefault(k, i) for i, k in enumerate(keys)]
     if len(first) == len(keys):  # the usual case: nothing to merge

@@ -126,15 +126,21 @@ class Series:
 
 LabelKey = tuple[tuple[str, str], ...]
 REMEMBERED = 50_000
-"""Label sets whose key and nameless copy are remembered, by identity: a series' labels come
-from the discovery cache as the same dict at every request while the cache holds, and label
-dicts are never changed once made (whoever changes labels copies them first), so a
-dashboard's series are sorted and copied once, not at every refresh."""
+"""Label sets whose key (``remembered_key``) and nameless copy are remembered, by identity:
+a series' labels come from the discovery cache as the same dict at every request while the
+cache holds, and label dicts are never changed once made (whoever changes labels copies them
+first), so a dashboard's series are sorted and copied once, not at every refresh."""
 _keys: dict[int, tuple[Labels, LabelKey]] = {}
 _nameless: dict[int, tuple[Labels, Labels]] = {}
 
 
 def key(labels: Labels) -> LabelKey:
+    return tuple(sorted(labels.items()))
+
+
+def remembered_key(labels: Labels) -> LabelKey:
+    """``key(labels)``, remembered for a label set met again (a selector's series, at every
+    request); a set made for one answer would only push the others out."""
     hit = _keys.get(id(labels))
     if hit is not None and hit[0] is labels:
         return hit[1]
