@@ -1,7 +1,8 @@
 """A read of many series' slices in chunks, a few under way at once, so that no reply holds
 the event loop for long and Redis prepares one chunk while another is converted; in the
 blocks layout each chunk's frames are decoded with numpy in a worker thread (zlib and numpy
-let go of the GIL). And the unions of unique series, cut into calls of bounded work."""
+let go of the GIL), a small one on the event loop. And the unions of unique series, cut into
+calls of bounded work."""
 
 from __future__ import annotations
 
