@@ -185,9 +185,21 @@ def test_grafana_prometheus_health_check_pings_redis(
 
 def test_the_collector_waits_longer_while_the_app_serves(server: EmbeddedRedis) -> None:
     before = gc.get_threshold()
-    app = create_app(Settings(redis_url=server.url))
+    first = create_app(Settings(redis_url=server.url))
+    second = create_app(Settings(redis_url=server.url))
     assert gc.get_threshold() == before  # made, not started: nothing changed yet
-    with TestClient(app) as client:
+    one = TestClient(first).__enter__()
+    try:
         assert gc.get_threshold() == COLLECTOR_THRESHOLDS
-        assert client.get("/").status_code == 200
+        with TestClient(second) as two:  # started after the first, stopped before it
+            assert two.get("/").status_code == 200
+        assert gc.get_threshold() == COLLECTOR_THRESHOLDS  # the first still serves
+        assert one.get("/").status_code == 200
+    finally:
+        one.__exit__(None, None, None)
+    assert gc.get_threshold() == before
+    with TestClient(first):  # started and stopped in the other order
+        two = TestClient(second).__enter__()
+    assert gc.get_threshold() == COLLECTOR_THRESHOLDS  # the second still serves
+    two.__exit__(None, None, None)
     assert gc.get_threshold() == before

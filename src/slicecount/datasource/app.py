@@ -12,6 +12,7 @@ from __future__ import annotations
 import gc
 import logging
 import os
+import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
@@ -136,6 +137,27 @@ refreshed 93 times paid 579 ms in 16 of them, up to 68 ms each (one refresh's wh
 with these, 112 ms. Restored when the app stops."""
 
 
+class _Collector:
+    """How many apps serve in this process, and the thresholds found when the first started."""
+
+    lock = threading.Lock()
+    apps = 0
+    before: tuple[int, int, int] = gc.get_threshold()
+
+
+def _serving(change: int) -> None:
+    """One app more (+1) or fewer (-1) serving in this process: the first to start raises the
+    collector's thresholds, the last to stop puts back the ones it found (apps started and
+    stopped in any order, as a test's are, leave them as they were)."""
+    with _Collector.lock:
+        if change > 0 and _Collector.apps == 0:
+            _Collector.before = gc.get_threshold()
+            gc.set_threshold(*COLLECTOR_THRESHOLDS)
+        _Collector.apps += change
+        if change < 0 and _Collector.apps == 0:
+            gc.set_threshold(*_Collector.before)
+
+
 def create_app(
     settings: Settings | None = None,
     *,
@@ -153,12 +175,11 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        before = gc.get_threshold()
-        gc.set_threshold(*COLLECTOR_THRESHOLDS)
+        _serving(+1)
         try:
             yield
         finally:
-            gc.set_threshold(*before)
+            _serving(-1)
             if owned:
                 await reader.close()
 
