@@ -254,8 +254,9 @@ def demo(duration: float | None, port: int, rate: float, seed: int | None, synth
             click.echo("killing what still runs: its counts may be lost", err=True)
         hurry.set()
 
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, on_signal)
+    previous = {
+        s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    }
     failed = False
     try:
         click.echo("starting the slicecount demo ...")
@@ -273,6 +274,8 @@ def demo(duration: float | None, port: int, rate: float, seed: int | None, synth
         click.echo("stopping: traffic, the apps (writing their last counts), the cleaner and "
                    "the datasource, redis last ...")  # fmt: skip
         stopped = stack.stop(hurry)
+        for sig, handler in previous.items():  # the caller's again (a test, an embedding)
+            signal.signal(sig, handler)
     if failed or stopped.lost:
         click.echo(stopped.report(), err=True)
         sys.exit(1)
