@@ -35,7 +35,9 @@ A rate limit's hits (whatever the shard count: the identity is the hash tag)::
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from slicecount.core.key_layouts import (
     Counter,
@@ -47,6 +49,8 @@ from slicecount.core.key_layouts import (
 )
 from slicecount.core.key_names import series_digest, throttle_tag
 
+K = TypeVar("K")
+V = TypeVar("V")
 EVERY_PRECISION = 0
 """The precision of a blocks-layout registry member: the series is kept at every precision."""
 LAYOUT_CACHE_SIZE = 65_536
@@ -99,38 +103,27 @@ class KeySpace:
     def layout(self, series_id: str, precisions: tuple[int, ...]) -> Layout:
         """The registry of a series and its counter at each precision (cached: the write path
         asks for the same series at every flush)."""
-        cache_key = (series_id, precisions)
-        found = self._layouts.get(cache_key)
-        if found is not None:
-            return found
-        layout = Layout(
-            self.known_for(series_id),
-            tuple(
-                Counter(p, self.member(p, series_id), self.counter(p, series_id))
-                for p in precisions
-            ),
-            self.shard(series_id),
-        )
-        if len(self._layouts) >= LAYOUT_CACHE_SIZE:
-            self._layouts.clear()
-        self._layouts[cache_key] = layout
-        return layout
+
+        def make() -> Layout:
+            counters = (Counter(p, self.member(p, series_id), self.counter(p, series_id))
+                        for p in precisions)  # fmt: skip
+            return Layout(self.known_for(series_id), tuple(counters), self.shard(series_id))
+
+        return _remembered(self._layouts, (series_id, precisions), make)
 
     def open_layout(self, series_id: str, precisions: tuple[int, ...]) -> Layout:
         """Blocks layout: the series as the write path sees it, one counter: its open hash,
         at the finest precision, under its one registry member (cached as ``layout``; the
         same signature, so the flush picks one or the other once)."""
-        cache_key = (series_id, (EVERY_PRECISION, precisions[0]))  # no ladder starts at 0
-        found = self._layouts.get(cache_key)
-        if found is not None:
-            return found
-        shard = self.shard(series_id)
-        counter = Counter(precisions[0], self.series_member(series_id), self.open(series_id, shard))
-        layout = Layout(self.known(shard), (counter,), shard)
-        if len(self._layouts) >= LAYOUT_CACHE_SIZE:
-            self._layouts.clear()
-        self._layouts[cache_key] = layout
-        return layout
+
+        def make() -> Layout:
+            shard = self.shard(series_id)
+            opened = self.open(series_id, shard)
+            counter = Counter(precisions[0], self.series_member(series_id), opened)
+            return Layout(self.known(shard), (counter,), shard)
+
+        # no ladder starts at 0: never the key of a ``layout``
+        return _remembered(self._layouts, (series_id, (EVERY_PRECISION, precisions[0])), make)
 
     def open(self, series_id: str, shard: int | None = None) -> str:
         """Blocks layout: the HASH of a series' open slices (finest precision); ``shard``:
@@ -147,14 +140,12 @@ class KeySpace:
     def series_keys(self, series_id: str) -> SeriesKeys:
         """Blocks layout: a series' shard, ``block`` and ``open`` keys, remembered (every
         range read names them, and each costs two hashes of the id)."""
-        found = self._series_keys.get(series_id)
-        if found is None:
-            if len(self._series_keys) >= LAYOUT_CACHE_SIZE:
-                self._series_keys.clear()
+
+        def make() -> SeriesKeys:
             shard = self.shard(series_id)
-            found = SeriesKeys(shard, self.block(series_id, shard), self.open(series_id, shard))
-            self._series_keys[series_id] = found
-        return found
+            return SeriesKeys(shard, self.block(series_id, shard), self.open(series_id, shard))
+
+        return _remembered(self._series_keys, series_id, make)
 
     def marks(self, shard: int = 0) -> str:
         """Blocks layout: the ZSET of each writer's oldest second it may still send to
@@ -177,20 +168,13 @@ class KeySpace:
 
     def unique_layout(self, series_id: str, precisions: tuple[int, ...]) -> UniqueLayout:
         """The registry of a unique series and its keys at each precision (cached)."""
-        cache_key = (series_id, precisions)
-        found = self._unique_layouts.get(cache_key)
-        if found is not None:
-            return found
-        shard = self.shard(series_id)
-        layout = UniqueLayout(
-            self.uniques(shard),
-            tuple(self.unique_slot(shard, self.member(p, series_id)) for p in precisions),
-            shard,
-        )
-        if len(self._unique_layouts) >= LAYOUT_CACHE_SIZE:
-            self._unique_layouts.clear()
-        self._unique_layouts[cache_key] = layout
-        return layout
+
+        def make() -> UniqueLayout:
+            shard = self.shard(series_id)
+            slots = tuple(self.unique_slot(shard, self.member(p, series_id)) for p in precisions)
+            return UniqueLayout(self.uniques(shard), slots, shard)
+
+        return _remembered(self._unique_layouts, (series_id, precisions), make)
 
     def scratch(self, shard: int, token: str) -> str:
         """A key in ``shard``'s slot for a union or a sketch (deleted by the same call)."""
@@ -301,3 +285,13 @@ class KeySpace:
 
 def _glob_escape(text: str) -> str:
     return "".join("\\" + ch if ch in "*?[]\\" else ch for ch in text)
+
+
+def _remembered(cache: dict[K, V], key: K, make: Callable[[], V]) -> V:
+    """``cache[key]``, made by ``make()`` the first time (a full cache starts over)."""
+    found = cache.get(key)
+    if found is None:
+        if len(cache) >= LAYOUT_CACHE_SIZE:
+            cache.clear()
+        found = cache[key] = make()
+    return found

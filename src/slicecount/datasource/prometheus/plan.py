@@ -55,9 +55,8 @@ def needs(node: Node, point: float = 0.0) -> list[Need]:
             window = item.args[0]
             in_windows.add(id(window.vector))
             span = window.range or point
-            out.append(
-                Need(window.vector, span, item.func in ABSOLUTE_FUNCTIONS, function=item.func)
-            )
+            absolute, function = item.func in ABSOLUTE_FUNCTIONS, item.func
+            out.append(Need(window.vector, span, absolute, function=function))
     for item in items:
         if isinstance(item, VectorSelector) and id(item) not in in_windows:
             out.append(Need(item, 0.0, True))
