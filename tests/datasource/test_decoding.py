@@ -74,6 +74,32 @@ def test_a_span_of_blocks_and_open_slices_reads_as_the_codec_and_the_hash_add_up
     assert slices_matrix(stored, precision, start, end).tolist() == truths
 
 
+def test_any_range_and_sum_of_slices_reads_as_the_codec_adds_up() -> None:
+    """Ranges inside one frame, across two and across many, at every precision and summed
+    by every group that divides a frame: only the frames' slices in range are decoded."""
+    rng = random.Random(11)
+    history = 3 * 3600
+    series = [
+        {T0 + i: rng.choice((1, 2, 300, 70_000, -3)) for i in range(0, history, rng.choice((1, 7)))}
+        for _ in range(5)
+    ]
+    stored_blocks = [block_of(counts) for counts in series]
+    for _ in range(60):
+        precision = rng.choice(LADDER)
+        group = rng.choice([g for g in (1, 2, 3, 4, 5, 12, 15, 60) if FRAME_SLICES % g == 0])
+        wide = precision * group
+        first = T0 + rng.randrange(0, history, wide) // wide * wide
+        end = first + wide * rng.choice((1, 2, 7, 59, 60, 61, 719, 720, 721, 1500))
+        found = [blocks.span(b, precision, first, end) for b in stored_blocks]
+        expected = [by_slices(counts, wide, first, end) for counts in series]
+        assert slices_matrix(found, precision, first, end, group).tolist() == expected, (
+            precision,
+            group,
+            first - T0,
+            end - first,
+        )
+
+
 def test_inflated_frames_are_remembered_within_their_bound(monkeypatch: pytest.MonkeyPatch) -> None:
     rng = random.Random(5)
     values = [[rng.randint(0, 300) for _ in range(FRAME_SLICES)] for _ in range(40)]

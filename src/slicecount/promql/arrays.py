@@ -14,6 +14,7 @@ from collections.abc import Iterator, Sequence
 from typing import overload
 
 from slicecount.errors import MissingExtra
+from slicecount.promql.memo import remembered
 from slicecount.promql.values import (
     EvaluationError,
     Labels,
@@ -114,14 +115,18 @@ def concat(blocks: Sequence[Block], steps: int) -> Block:
     return Block(labels, values, np.concatenate([b.present for b in found]))
 
 
+def _all_unique(labels: Sequence[Labels]) -> bool:
+    return len({remembered_key(one) for one in labels}) == len(labels)
+
+
 def check_unique(block: Block) -> Block:
     """Prometheus refuses a vector holding two samples with the same labels at one time;
     series with the same labels that never overlap become one."""
+    if remembered("unique", block.labels, lambda: _all_unique(block.labels)):
+        return block  # the usual case: nothing to merge
     keys = [remembered_key(labels) for labels in block.labels]
     first: dict[tuple[tuple[str, str], ...], int] = {}
     rows = [first.setdefault(k, i) for i, k in enumerate(keys)]
-    if len(first) == len(keys):  # the usual case: nothing to merge
-        return block
     kept = list(first.values())
     values, present = block.values[kept].copy(), block.present[kept].copy()
     at = {row: i for i, row in enumerate(kept)}

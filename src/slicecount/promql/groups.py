@@ -24,6 +24,7 @@ from slicecount.promql.arrays import (
     pairwise_sums,
 )
 from slicecount.promql.ast import Aggregate
+from slicecount.promql.memo import remembered
 from slicecount.promql.values import Labels, key
 
 try:
@@ -93,7 +94,9 @@ class Groups:
 
 def aggregate(node: Aggregate, block: Block) -> Block:
     """``node`` (an op of VECTORISED) over ``block``."""
-    groups = Groups(node, block.labels)
+    groups = remembered(
+        ("groups", node.grouping, node.without), block.labels, lambda: Groups(node, block.labels)
+    )
     present = block.present
     if node.op in ("count", "avg"):
         counts = groups.reduce(np.add, present.astype(np.float64))
@@ -119,7 +122,7 @@ def aggregate(node: Aggregate, block: Block) -> Block:
     if op in ("sum", "avg"):
         doubt |= ~np.isfinite(values)
     values = _again(node, block, groups, values, found & doubt)
-    return Block(groups.labels, np.where(found, values, 0.0), found)
+    return Block(list(groups.labels), np.where(found, values, 0.0), found)
 
 
 def _sums(groups: Groups, block: Block, shape: tuple[int, int]) -> Sums:
