@@ -7,6 +7,7 @@ from __future__ import annotations
 from itertools import accumulate
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -15,6 +16,7 @@ from slicecount.datasource.frames import number
 from slicecount.datasource.numbers import datapoint_items, sample_texts
 from slicecount.datasource.prometheus.names import Derived
 from slicecount.datasource.render import ENCODER
+from slicecount.promql import memo
 from slicecount.promql.values import format_value
 
 SLICES = 6
@@ -46,6 +48,23 @@ def test_lists_arrays_and_one_array_read_as_the_same_tables(
             summed = [sum(zeroed[ids.index(p)][k] for p in d.parts) for k in range(SLICES)]
             assert totals == list(accumulate(summed, initial=0))
             assert size == SLICES + 1
+
+
+def test_buckets_are_walked_once_and_read_in_any_row_order(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(memo, "_entries", {})
+    ids = ["b1", "b2", "b3"]
+    derived = [Derived({"le": str(c)}, tuple(ids[:c]), 1.0) for c in (1, 2, 3, 0)]
+    counts = {"b1": [1, 2], "b2": [10, 20], "b3": [100, 200]}
+    expected = [[0, 1, 3], [0, 11, 33], [0, 111, 333], [0, 0, 0]]
+    for order in (ids, ids[::-1], ["x", *ids]):  # other reads, other rows for the same parts
+        read = rows({i: counts.get(i, [5, 5]) for i in order}, order, 2)
+        assert tables({"s": derived}, read)["s"].totals.tolist() == expected
+    assert len(memo._entries) == 1  # the trie of prefixes, made once
+    other = [Derived(d.labels, d.parts, d.scale) for d in derived]  # rediscovered: made again
+    assert tables({"s": other}, read)["s"].totals.tolist() == expected
+    assert len(memo._entries) == 2
 
 
 def test_a_series_never_read_or_read_short() -> None:

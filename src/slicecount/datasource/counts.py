@@ -15,6 +15,7 @@ from typing import NamedTuple, TypeVar
 
 from slicecount.datasource.prometheus.names import Derived
 from slicecount.promql.arrays import Ints, Table
+from slicecount.promql.memo import remembered
 
 try:
     import numpy as np
@@ -127,40 +128,60 @@ def _whole(found: list[Sequence[int | None] | Ints | None], slices: int) -> Ints
 
 
 def tables(found: Mapping[K, Sequence[Derived]], read: Rows) -> dict[K, Table]:
-    """Each selector's table: one row per derived series, the sum of its parts' counts.
-
-    A histogram's cumulative buckets are the prefixes of one list of parts, so each is the
-    one below plus one series: every distinct prefix is made once (a trie of them), a prefix
-    length at a time, each length one array addition for every label set."""
-    stored, slices = read.counts.shape
+    """Each selector's table: one row per derived series, the sum of its parts' counts."""
+    slices = read.counts.shape[1]
     if all(len(d.parts) == 1 for derived in found.values() for d in derived):
         return {s: _table(d, read.counts, read.sizes, [read.row_of[x.parts[0]] for x in d])
                 for s, d in found.items()}  # fmt: skip  # counters: a row each
-    zero = stored  # the row of a bucket below every stored one (no part): zero
-    made: dict[tuple[int, str], int] = {}  # (row of a prefix, next part) -> row
-    levels: list[list[tuple[int, int, int]]] = []  # per length: (row, row below, part's row)
-    rows_of: dict[K, list[int]] = {}
-    for selector, derived in found.items():
-        at: list[int] = []
-        rows_of[selector] = at
-        for d in derived:
-            row = read.row_of[d.parts[0]] if d.parts else zero
-            for depth, part in enumerate(d.parts[1:]):
-                below, row = row, made.get((row, part), -1)
-                if row < 0:
-                    row = made[below, part] = stored + 1 + len(made)
-                    if depth == len(levels):
-                        levels.append([])
-                    levels[depth].append((row, below, read.row_of[part]))
-            at.append(row)
-    every = np.zeros((stored + 1 + len(made), slices), dtype=np.int64)
-    sizes = np.full(every.shape[0], slices, dtype=np.int64)
-    every[:stored], sizes[:stored] = read.counts, read.sizes
-    for level in levels:
-        target, below, last = np.array(level, dtype=np.int64).T
+    members = [d for derived in found.values() for d in derived]
+    shape = ("prefixes", *map(len, found.values()))
+    trie = remembered(shape, members, lambda: _Prefixes(list(found.values())))
+    parts = np.array([read.row_of[part] for part in trie.parts], dtype=np.int64)
+    every = np.zeros((trie.nodes, slices), dtype=np.int64)
+    sizes = np.full(trie.nodes, slices, dtype=np.int64)
+    every[: len(parts)], sizes[: len(parts)] = read.counts[parts], read.sizes[parts]
+    for target, below, last in trie.levels:
         every[target] = every[below] + every[last]
         sizes[target] = np.minimum(sizes[below], sizes[last])
-    return {s: _table(d, every, sizes, rows_of[s]) for s, d in found.items()}
+    return {s: _table(d, every, sizes, at)
+            for (s, d), at in zip(found.items(), trie.node_of, strict=True)}  # fmt: skip
+
+
+class _Prefixes:
+    """How the derived series of some selectors are made of stored ones. A histogram's
+    cumulative buckets are the prefixes of one list of parts, so each is the one below plus
+    one series: every distinct prefix is made once (a trie of them), a prefix length at a
+    time, each length one array addition for every label set. Nodes: the parts, then a zero
+    (a bucket below every stored one), then the prefixes. It depends on the derived series
+    alone, so it is remembered with them (``promql.memo``): a dashboard's histograms are
+    walked once, not at every refresh."""
+
+    def __init__(self, found: list[Sequence[Derived]]) -> None:
+        part_at: dict[str, int] = {}
+        for derived in found:
+            for d in derived:
+                for part in d.parts:
+                    part_at.setdefault(part, len(part_at))
+        zero = len(part_at)
+        made: dict[tuple[int, str], int] = {}  # (node of a prefix, next part) -> node
+        levels: list[list[tuple[int, int, int]]] = []  # per length: (node, below, part)
+        self.node_of: list[list[int]] = []  # per selector: each derived series' node
+        for derived in found:
+            at: list[int] = []
+            for d in derived:
+                node = part_at[d.parts[0]] if d.parts else zero
+                for depth, part in enumerate(d.parts[1:]):
+                    below, node = node, made.get((node, part), -1)
+                    if node < 0:
+                        node = made[below, part] = zero + 1 + len(made)
+                        if depth == len(levels):
+                            levels.append([])
+                        levels[depth].append((node, below, part_at[part]))
+                at.append(node)
+            self.node_of.append(at)
+        self.parts = list(part_at)
+        self.nodes = zero + 1 + len(made)
+        self.levels = [np.array(level, dtype=np.int64).T for level in levels]
 
 
 def _table(derived: Sequence[Derived], every: Ints, sizes: Ints, rows: list[int]) -> Table:
