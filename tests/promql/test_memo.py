@@ -58,3 +58,16 @@ def test_labels_met_twice_are_still_refused_where_samples_meet() -> None:
         check_unique(clash)
     apart = Block([twice, dict(twice)], np.ones((2, 2)), np.array([[True, False], [False, True]]))
     assert check_unique(apart).values.tolist() == [[1.0, 1.0]]
+
+
+def test_quantiles_of_the_same_buckets_again_answer_alike() -> None:
+    from slicecount.promql.buckets import histogram_quantile
+
+    buckets = [{"route": r, "le": le} for r in ("/a", "/b") for le in ("0.1", "1", "+Inf")]
+    counts = np.array([[1.0], [3.0], [4.0], [0.0], [2.0], [2.0]])
+    block = Block(buckets, counts, np.ones((6, 1), dtype=bool))
+    first = histogram_quantile([0.5], block)
+    again = histogram_quantile([0.5], Block(list(buckets), counts * 2, block.present))
+    assert first.labels == again.labels == [{"route": "/a"}, {"route": "/b"}]
+    assert first.labels is not again.labels
+    assert first.values.tolist() == again.values.tolist() == [[0.55], [0.55]]

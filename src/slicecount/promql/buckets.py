@@ -9,11 +9,13 @@ NaN, takes ``functions.bucket_quantile``'s loop, which the array code follows st
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 from slicecount.errors import MissingExtra
 from slicecount.promql.arrays import Block, Floats, Ints, Mask, check_unique
 from slicecount.promql.ast import NAME_LABEL
 from slicecount.promql.functions import LE, bucket_quantile
+from slicecount.promql.memo import remembered
 from slicecount.promql.values import Labels, key
 
 try:
@@ -28,43 +30,59 @@ Layout = tuple[float, ...]
 def histogram_quantile(qs: list[float], buckets: Block) -> Block:
     """The q-quantile (q per time) of each label set without ``le`` (the name included: two
     histograms differing only by name fail, as in Prometheus)."""
-    index: dict[tuple[tuple[str, str], ...], int] = {}
-    labels: list[Labels] = []
-    members: list[list[tuple[float, int]]] = []
-    for row, found in enumerate(buckets.labels):
-        try:
-            bound = float(found.get(LE, ""))
-        except ValueError:
-            continue  # no or bad le label: not a bucket, skipped as Prometheus does
-        signature = key({k: v for k, v in found.items() if k != LE})
-        group = index.setdefault(signature, len(index))
-        if group == len(labels):
-            labels.append({k: v for k, v in found.items() if k not in (LE, NAME_LABEL)})
-            members.append([])
-        members[group].append((bound, row))
+    sets = remembered("histograms", buckets.labels, lambda: _Histograms(buckets.labels))
     steps = buckets.steps
-    values = np.zeros((len(labels), steps))
-    present = np.zeros((len(labels), steps), dtype=bool)
+    values = np.zeros((len(sets.labels), steps))
+    present = np.zeros((len(sets.labels), steps), dtype=bool)
     q = np.array(qs, dtype=np.float64)
-    layouts: dict[Layout, list[int]] = {}
-    for group, bounds in enumerate(members):
-        if any(math.isnan(b) for b, _ in bounds):  # no order: the loop's, on the rows' one
-            _by_loop(q, buckets, bounds, values[group], present[group])
-            continue
-        bounds.sort(key=lambda b: b[0])  # stable: equal bounds keep their order
-        layouts.setdefault(tuple(b for b, _ in bounds), []).append(group)
-    for layout, groups in layouts.items():
-        rows = np.array([[row for _, row in members[g]] for g in groups], dtype=np.int64)
+    for group in sets.unordered:  # a NaN bound: no order, the loop's on the rows' one
+        _by_loop(q, buckets, sets.members[group], values[group], present[group])
+    for layout, groups, rows in sets.layouts:
         whole = buckets.present[rows].all(axis=1)  # (groups, steps)
         some = buckets.present[rows].any(axis=1)
         estimates = _quantiles(q, layout, buckets.values[rows])
         values[groups] = np.where(whole, estimates, 0.0)
         present[groups] = some
         for i, t in np.argwhere(some & ~whole).tolist():
-            pairs = [(b, buckets.values[row, t]) for b, row in members[groups[i]]
+            pairs = [(b, buckets.values[row, t]) for b, row in sets.members[groups[i]]
                      if buckets.present[row, t]]  # fmt: skip
             values[groups[i], t] = bucket_quantile(qs[t], [(b, float(c)) for b, c in pairs])
-    return check_unique(Block(labels, values, present))
+    return check_unique(Block(list(sets.labels), values, present))
+
+
+class _Histograms:
+    """The label sets of some buckets (each without ``le`` and the name), each set's
+    (bound, row) sorted by bound, and the sets grouped by their bounds. It depends on the
+    labels alone, so it is remembered with them (``promql.memo``)."""
+
+    def __init__(self, found: Sequence[Labels]) -> None:
+        index: dict[tuple[tuple[str, str], ...], int] = {}
+        self.labels: list[Labels] = []
+        self.members: list[list[tuple[float, int]]] = []
+        for row, one in enumerate(found):
+            try:
+                bound = float(one.get(LE, ""))
+            except ValueError:
+                continue  # no or bad le label: not a bucket, skipped as Prometheus does
+            signature = key({k: v for k, v in one.items() if k != LE})
+            group = index.setdefault(signature, len(index))
+            if group == len(self.labels):
+                self.labels.append({k: v for k, v in one.items() if k not in (LE, NAME_LABEL)})
+                self.members.append([])
+            self.members[group].append((bound, row))
+        self.unordered: list[int] = []
+        by_layout: dict[Layout, list[int]] = {}
+        for group, bounds in enumerate(self.members):
+            if any(math.isnan(b) for b, _ in bounds):
+                self.unordered.append(group)
+                continue
+            bounds.sort(key=lambda b: b[0])  # stable: equal bounds keep their order
+            by_layout.setdefault(tuple(b for b, _ in bounds), []).append(group)
+        self.layouts: list[tuple[Layout, list[int], Ints]] = [
+            (layout, groups,
+             np.array([[row for _, row in self.members[g]] for g in groups], dtype=np.int64))
+            for layout, groups in by_layout.items()
+        ]  # fmt: skip
 
 
 def _by_loop(q: Floats, buckets: Block, bounds: list[tuple[float, int]], out: Floats,
