@@ -11,12 +11,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from slicecount.core import memo
 from slicecount.datasource.counts import Slices, rows, tables
 from slicecount.datasource.frames import number
 from slicecount.datasource.numbers import datapoint_items, sample_texts
 from slicecount.datasource.prometheus.names import Derived
 from slicecount.datasource.render import ENCODER
-from slicecount.promql import memo
 from slicecount.promql.values import format_value
 
 SLICES = 6

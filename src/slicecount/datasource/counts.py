@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from typing import NamedTuple, TypeVar
 
+from slicecount.core.memo import remembered
 from slicecount.datasource.prometheus.names import Derived
 from slicecount.promql.arrays import Ints, Table
-from slicecount.promql.memo import remembered
 
 try:
     import numpy as np

@@ -17,6 +17,7 @@ from typing import Any
 
 from slicecount.core import blocks
 from slicecount.core.frames import FRAME_SLICES
+from slicecount.core.memo import remembered
 from slicecount.errors import StoreError
 from slicecount.operations.batches import Batch, Command, Context, Operation, ScriptCall, pairs
 
@@ -49,11 +50,11 @@ def stored(
     saw them (``blocks.slices_in`` or the datasource's numpy ``slices_matrix`` make the
     counts). One ``read_blocks`` script call per SERIES_PER_CALL series of a shard, all in
     one round trip."""
-    keys, parts = ctx.keys, _per_call(ctx, series_ids)
-    calls: list[Command | ScriptCall] = []
-    for part in parts:
-        names = [name for s in part for name in keys.series_keys(s)[1:]]
-        calls.append(ScriptCall("read_blocks", tuple(names), (precision, first, end, SLICES)))
+    parts, named = remembered(
+        "read_blocks", [ctx.keys, *series_ids], lambda: _per_call(ctx, series_ids)
+    )
+    args = (precision, first, end, SLICES)
+    calls: list[Command | ScriptCall] = [ScriptCall("read_blocks", names, args) for names in named]
     replies = yield Batch(calls, raw=True)
     found: dict[str, blocks.Stored] = {}
     for part, reply in zip(parts, replies, strict=True):
@@ -64,17 +65,22 @@ def stored(
     return found
 
 
-def _per_call(ctx: Context, series_ids: Sequence[str]) -> list[list[str]]:
+def _per_call(
+    ctx: Context, series_ids: Sequence[str]
+) -> tuple[list[list[str]], list[tuple[str, ...]]]:
     """The series in script calls: those of one shard (one slot on a cluster) together, at
-    most SERIES_PER_CALL a call."""
+    most SERIES_PER_CALL a call; and each call's keys. It depends on the ids alone, so it is
+    remembered with them (a dashboard reads the same series at every refresh)."""
+    keys = ctx.keys
     shards: dict[int, list[str]] = {}
     for series_id in dict.fromkeys(series_ids):
-        shards.setdefault(ctx.keys.series_keys(series_id).shard, []).append(series_id)
-    return [
+        shards.setdefault(keys.series_keys(series_id).shard, []).append(series_id)
+    parts = [
         ids[at : at + SERIES_PER_CALL]
         for ids in shards.values()
         for at in range(0, len(ids), SERIES_PER_CALL)
     ]
+    return parts, [tuple(n for s in part for n in keys.series_keys(s)[1:]) for part in parts]
 
 
 def get(ctx: Context, series_id: str, precision: int) -> Operation[list[tuple[int, int]]]:

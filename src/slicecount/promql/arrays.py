@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import overload
 
+from slicecount.core.memo import remembered
 from slicecount.errors import MissingExtra
-from slicecount.promql.memo import remembered
 from slicecount.promql.values import (
     EvaluationError,
     Labels,

@@ -11,11 +11,11 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+from slicecount.core.memo import remembered
 from slicecount.errors import MissingExtra
 from slicecount.promql.arrays import Block, Floats, Ints, Mask, check_unique
 from slicecount.promql.ast import NAME_LABEL
 from slicecount.promql.functions import LE, bucket_quantile
-from slicecount.promql.memo import remembered
 from slicecount.promql.values import Labels, key
 
 try:

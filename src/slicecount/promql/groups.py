@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from typing import TypeVar
 
+from slicecount.core.memo import remembered
 from slicecount.errors import MissingExtra
 from slicecount.promql import aggregation
 from slicecount.promql.arrays import (
@@ -24,7 +25,6 @@ from slicecount.promql.arrays import (
     pairwise_sums,
 )
 from slicecount.promql.ast import Aggregate
-from slicecount.promql.memo import remembered
 from slicecount.promql.values import Labels, key
 
 try:

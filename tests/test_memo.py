@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from slicecount.promql import memo
+from slicecount.core import memo
 from slicecount.promql.arrays import Block, check_unique
 from slicecount.promql.ast import Aggregate, NumberLiteral
 from slicecount.promql.groups import aggregate
