@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from slicecount.core.memo import remembered
 from slicecount.datasource.discovery import SeriesInfo
 from slicecount.datasource.limits import LimitExceeded
 from slicecount.datasource.prometheus import uniques
@@ -160,7 +161,10 @@ def _plan(
     found = {n.selector: _matched(reader, catalogue, n.selector, False, p, series) for n in need}
     distinct = {s: _matched(reader, catalogue, s, True, p, series) for s in kinds.distinct}
     planned = uniques.plan(choice.grid, query.step, distinct, unions(query.node, kinds.distinct))
-    ids = list(dict.fromkeys(i for derived in found.values() for d in derived for i in d.parts))
+    members = [d for derived in found.values() for d in derived]
+    ids = remembered(
+        "parts", members, lambda: list(dict.fromkeys(i for d in members for i in d.parts))
+    )
     last = last_boundary(choice.grid, [n for n in need if not n.distinct])
     return Plan(query, choice, found, distinct, planned, ids, last)
 
