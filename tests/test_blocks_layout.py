@@ -111,8 +111,8 @@ def test_reads_add_blocks_and_open_slices_exactly_at_every_precision(
             # the same bytes decoded by the datasource's numpy decoder
             stored = store.read_stored(ids, precision, start, end)
             first, last = start - start % precision, end - end % precision + precision
-            rows = slices_matrix([stored[s] for s in ids], precision, first, last).tolist()
-            decoded = {s: [n or None for n in row] for s, row in zip(ids, rows, strict=True)}
+            rows = slices_matrix(stored, precision, first, last).tolist()
+            decoded = {s: [n or None for n in row] for s, row in zip(stored.ids, rows, strict=True)}
             assert decoded == read
     for series_id in ids:
         name, _, labels = series_id.partition("{")
@@ -184,7 +184,8 @@ def test_the_read_script_finds_what_the_codec_finds_in_long_blocks_of_many_serie
         for _ in range(4):
             start = rng.randrange(T0 - 70 * 86400, NOW) // precision * precision
             end = start + precision * rng.choice((1, 719, 720, 721, 5000))
-            stored = store.read_stored(ids, precision, start, end)
+            stored = store.read_stored(ids, precision, start, end).each()
+            assert sorted(stored) == sorted(ids)
             for series_id in ids:
                 want = blocks.span(held.get(series_id, b""), precision, start, end)
                 got = stored[series_id]

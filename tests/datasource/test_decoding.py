@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import random
+from dataclasses import astuple
 
 import pytest
 
 from slicecount.core import blocks, splices
 from slicecount.core.blocks import NOTHING_STORED, BlockError, Header
 from slicecount.core.frames import FRAME_SLICES, decode_frame, encode_frame
+from slicecount.core.spans import Spans
 from slicecount.datasource import decoding
 from slicecount.datasource.decoding import decode_frames, slices_matrix
 
@@ -71,7 +73,10 @@ def test_a_span_of_blocks_and_open_slices_reads_as_the_codec_and_the_hash_add_up
         assert blocks.slices_in(found, precision, start, end) == only_sealed
     stored.append(NOTHING_STORED._replace(open={start: 7}))
     truths.append([7] + [0] * ((end - start) // precision - 1))
-    assert slices_matrix(stored, precision, start, end).tolist() == truths
+    packed = Spans.of({f"s{i}": one for i, one in enumerate(stored)})
+    assert Spans.joined(packed.ids, [astuple(packed)[1:]]) == packed
+    assert list(packed.each().values()) == [s._replace(lengths=list(s.lengths)) for s in stored]
+    assert slices_matrix(packed, precision, start, end).tolist() == truths
 
 
 def test_any_range_and_sum_of_slices_reads_as_the_codec_adds_up() -> None:
@@ -90,7 +95,8 @@ def test_any_range_and_sum_of_slices_reads_as_the_codec_adds_up() -> None:
         wide = precision * group
         first = T0 + rng.randrange(0, history, wide) // wide * wide
         end = first + wide * rng.choice((1, 2, 7, 59, 60, 61, 719, 720, 721, 1500))
-        found = [blocks.span(b, precision, first, end) for b in stored_blocks]
+        found = Spans.of({str(i): blocks.span(b, precision, first, end)
+                          for i, b in enumerate(stored_blocks)})  # fmt: skip
         expected = [by_slices(counts, wide, first, end) for counts in series]
         assert slices_matrix(found, precision, first, end, group).tolist() == expected, (
             precision,

@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 import pytest
 
 from slicecount.config import Settings
-from slicecount.core.blocks import Stored
+from slicecount.core.spans import Spans
 from slicecount.datasource import endpoints
 from slicecount.datasource.chunked_reads import READS_IN_FLIGHT
 from slicecount.datasource.concurrency import all_done
@@ -60,8 +60,8 @@ class CountingStore(AsyncStore):
 
     async def read_stored(  # the blocks layout's read: counted as a read
         self, series_ids: Sequence[str], precision: int, start: float, end: float
-    ) -> dict[str, Stored]:
-        async def held() -> dict[str, Stored]:
+    ) -> Spans:
+        async def held() -> Spans:
             await asyncio.sleep(self.read_delay)
             return await AsyncStore.read_stored(self, series_ids, precision, start, end)
 

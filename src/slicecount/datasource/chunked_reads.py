@@ -67,14 +67,13 @@ def start_reads(
             if not blocks:
                 return await store.read(part, precision, first, last)
             found = await store.read_stored(part, stored, first, end - stored)
-        rows = [found[i] for i in part]
 
         def decode() -> Matrix:
-            return slices_matrix(rows, stored, first, end, precision // stored)
+            return slices_matrix(found, stored, first, end, precision // stored)
 
         small = len(part) * ((end - first) // precision) <= INLINE_CELLS
         counts = decode() if small else await anyio.to_thread.run_sync(decode)
-        return Slices({i: n for n, i in enumerate(part)}, counts)
+        return Slices({i: n for n, i in enumerate(found.ids)}, counts)
 
     return [asyncio.ensure_future(read_chunk(part)) for part in chunks(list(ids), per_chunk)]
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 import zlib
 from collections.abc import Sequence
 
-from slicecount.core.blocks import Stored
 from slicecount.core.frames import FRAME_SLICES, WIDTHS, BlockError
+from slicecount.core.spans import Spans
 from slicecount.errors import MissingExtra
 
 try:
@@ -26,6 +26,8 @@ except ModuleNotFoundError as exc:
 Matrix = npt.NDArray[np.int64]
 _UNSIGNED = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 _SIGNED = {1: np.int8, 2: np.int16, 4: np.int32, 8: np.int64}
+_META = np.dtype([("start", "<i8"), ("frames", "<i4"), ("open", "<i4")])
+"""``spans.META`` as a numpy record."""
 
 
 def decode_frames(frames: Sequence[bytes]) -> Matrix:
@@ -103,19 +105,19 @@ def _summed(values: Matrix, group: int) -> Matrix:
     return out
 
 
-def slices_matrix(
-    stored: Sequence[Stored], precision: int, start: int, end: int, group: int = 1
-) -> Matrix:
-    """Counts per series (rows, in ``stored``'s order) and slice from ``start`` to ``end``
+def slices_matrix(stored: Spans, precision: int, start: int, end: int, group: int = 1) -> Matrix:
+    """Counts per series (rows, in ``stored.ids`` order) and slice from ``start`` to ``end``
     (slice starts, ``end`` excluded): their blocks' frames plus their open slices. The
     slices are those of ``precision`` (as read), or sums of ``group`` of them: slices of
     ``precision * group`` seconds (``start`` a multiple of it, ``group`` dividing a frame)."""
     wide = precision * group
     if FRAME_SLICES % group or start % wide:
         raise ValueError(f"{wide} s slices from {start} are not sums of whole {precision} s ones")
+    series = len(stored.ids)
     slices = max(0, (end - start) // wide)
-    if not slices:
-        return np.zeros((len(stored), 0), dtype=np.int64)
+    out = np.zeros((series, slices), dtype=np.int64)
+    if not slices or not series:
+        return out
     stop = start + slices * wide
     period, width = precision * FRAME_SLICES, FRAME_SLICES // group
     base = start - start % period  # frames start at multiples of their period
@@ -123,32 +125,29 @@ def slices_matrix(
     skip = (start - base) // wide  # the first wanted column of the frames laid end to end
     # the first frame is needed from ``start`` on, the last up to ``stop``, others whole
     first, last = (start - base) // precision, (stop - base - (frames - 1) * period) // precision
-    wanted: list[bytes] = []
-    rows: list[int] = []
-    places: list[int] = []  # each frame's index from ``base``
-    cuts: list[tuple[int, int]] = []
-    for row, found in enumerate(stored):
-        at, place = 0, (found.start - base) // period
-        for length in found.lengths:
-            if length and 0 <= place < frames:
-                wanted.append(found.frames[at : at + length])
-                rows.append(row)
-                places.append(place)
-                cuts.append((first if place == 0 else 0,
-                             last if place == frames - 1 else FRAME_SLICES))  # fmt: skip
-            at += length
-            place += 1
-    out = np.zeros((len(stored), slices), dtype=np.int64)
-    if wanted:
-        row_of, place_of = np.array(rows), np.array(places)
-        for picked, (lo, _), values in _by_width(wanted, cuts):
+    meta = np.frombuffer(stored.meta, dtype=_META)
+    lengths = np.frombuffer(stored.lengths, dtype="<i4").astype(np.int64)
+    if len(lengths):
+        per_series = meta["frames"].astype(np.int64)
+        row = np.repeat(np.arange(series), per_series)
+        nth = np.arange(len(lengths)) - np.repeat(np.cumsum(per_series) - per_series, per_series)
+        place = (meta["start"][row] - base) // period + nth
+        ends = np.cumsum(lengths)
+        kept = np.flatnonzero((lengths > 0) & (place >= 0) & (place < frames))
+        data, froms, tos = stored.frames, (ends - lengths)[kept].tolist(), ends[kept].tolist()
+        wanted = [data[a:b] for a, b in zip(froms, tos, strict=True)]
+        lo = np.where(place[kept] == 0, first, 0).tolist()
+        hi = np.where(place[kept] == frames - 1, last, FRAME_SLICES).tolist()
+        row_of, place_of = row[kept], place[kept]
+        for picked, (cut_lo, _), values in _by_width(wanted, list(zip(lo, hi, strict=True))):
             if group > 1:
                 values = _summed(values, group)
-            columns = place_of[picked] * width + lo // group - skip
+            columns = place_of[picked] * width + cut_lo // group - skip
             out[row_of[picked, None], columns[:, None] + np.arange(values.shape[1])] = values
-    opened = [(row, t, n) for row, found in enumerate(stored) for t, n in found.open.items()]
-    if opened:
-        at_row, seconds, counts = (np.array(c, dtype=np.int64) for c in zip(*opened, strict=True))
+    if stored.opened:
+        pairs = np.frombuffer(stored.opened, dtype="<i8").reshape(-1, 2)
+        at_row = np.repeat(np.arange(series), meta["open"].astype(np.int64))
+        seconds, counts = pairs[:, 0], pairs[:, 1]
         columns = (seconds - seconds % wide - start) // wide
         inside = (columns >= 0) & (columns < slices)
         np.add.at(out, (at_row[inside], columns[inside]), counts[inside])

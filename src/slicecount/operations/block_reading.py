@@ -18,6 +18,7 @@ from typing import Any
 from slicecount.core import blocks
 from slicecount.core.frames import FRAME_SLICES
 from slicecount.core.memo import remembered
+from slicecount.core.spans import Spans
 from slicecount.errors import StoreError
 from slicecount.operations.batches import Batch, Command, Context, Operation, ScriptCall, pairs
 
@@ -38,31 +39,26 @@ def read(
     """Counts of the slices of ``precision`` from start ``first`` to ``end`` (excluded) of each
     series: its block's frames that overlap the range plus its open slices; None where both
     are 0 (as the book's layout reads a slice without a field)."""
-    found = yield from stored(ctx, series_ids, precision, first, end)
+    found = (yield from stored(ctx, series_ids, precision, first, end)).each()
     return {s: _counts(found[s], precision, first, end) for s in series_ids}
 
 
 def stored(
     ctx: Context, series_ids: Sequence[str], precision: int, first: int, end: int
-) -> Operation[dict[str, blocks.Stored]]:
+) -> Operation[Spans]:
     """What each series holds for the slices of ``precision`` from ``first`` to ``end``: the
     bytes of its block's frames that overlap them and its open slices there, as one moment
-    saw them (``blocks.slices_in`` or the datasource's numpy ``slices_matrix`` make the
-    counts). One ``read_blocks`` script call per SERIES_PER_CALL series of a shard, all in
-    one round trip."""
+    saw them, packed (``spans.Spans``: ``each`` and ``blocks.slices_in``, or the datasource's
+    numpy ``slices_matrix``, make the counts). One ``read_blocks`` script call per
+    SERIES_PER_CALL series of a shard, all in one round trip."""
     parts, named = remembered(
         "read_blocks", [ctx.keys, *series_ids], lambda: _per_call(ctx, series_ids)
     )
     args = (precision, first, end, SLICES)
     calls: list[Command | ScriptCall] = [ScriptCall("read_blocks", names, args) for names in named]
     replies = yield Batch(calls, raw=True)
-    found: dict[str, blocks.Stored] = {}
-    for part, reply in zip(parts, replies, strict=True):
-        for k, series_id in enumerate(part):
-            start, lengths, data, opened = reply[4 * k : 4 * k + 4]
-            pairs_ = dict(zip(opened[::2], opened[1::2], strict=True))
-            found[series_id] = blocks.Stored(start, lengths, data, pairs_)
-    return found
+    ids = parts[0] if len(parts) == 1 else [s for part in parts for s in part]
+    return Spans.joined(ids, replies)
 
 
 def _per_call(

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from slicecount.core.blocks import NOTHING_STORED, Stored
+from slicecount.core.blocks import NOTHING_STORED
 from slicecount.core.keys import EVERY_PRECISION
 from slicecount.core.series import Labels, encode, metric_name, validate_name
 from slicecount.core.slices import slice_starts
+from slicecount.core.spans import Spans
 from slicecount.errors import ConfigurationError
 from slicecount.operations import block_reading
 from slicecount.operations.batches import Batch, Context, Operation, pairs
@@ -125,15 +126,16 @@ def read(
 
 def read_stored(
     ctx: Context, series_ids: Sequence[str], precision: int, start: float, end: float
-) -> Operation[dict[str, Stored]]:
+) -> Operation[Spans]:
     """Blocks layout: what each series holds for the slices from the one holding ``start`` to
-    the one holding ``end`` (its block's frames there and its open slices), for a decoder of
-    many series at once (the datasource's numpy ``slices_matrix``); ``read`` in one."""
+    the one holding ``end`` (its block's frames there and its open slices), packed for a
+    decoder of many series at once (the datasource's numpy ``slices_matrix``; the series in
+    ``ids`` order, each once); ``read`` in one."""
     ids, starts = _checked(ctx, series_ids, precision, start, end)
     if not _blocks(ctx):
         raise ConfigurationError("read_stored reads the blocks layout; the book's is read()")
     if not starts or not ids:
-        return {s: NOTHING_STORED for s in ids}
+        return Spans.of(dict.fromkeys(ids, NOTHING_STORED))
     last = starts[-1] + precision
     return (yield from block_reading.stored(ctx, ids, precision, starts[0], last))
 

@@ -5,10 +5,12 @@
 -- KEYS[2i-1], KEYS[2i]  series i's block STRING and open HASH (all in the shard's slot)
 -- ARGV[1] precision   ARGV[2] first slice start   ARGV[3] end (excluded)
 -- ARGV[4] slices a frame holds (core/blocks.py FRAME_SLICES)
--- Returns four items a series: the start (second) of the first frame returned (0: none), the
--- byte length of each frame returned, their bytes, and {second, count, ...} of the open fields
--- whose slice of the precision is in the range (fields that are not integers: foreign, left
--- out). A value that is not a block of this format reads as no block (core/blocks.py layout).
+-- Returns four strings for all the series (core/spans.py): per series, packed '<i8i4i4', the
+-- start (second) of its first frame returned (0: none), its frames and its open pairs; each
+-- frame's byte length ('<i4'); the frames' bytes end to end; the (second, count) ('<i8i8') of
+-- the open fields whose slice of the precision is in the range (fields that are not integers:
+-- foreign, left out). A value that is not a block of this format reads as no block
+-- (core/blocks.py layout).
 local precision, first, last = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local period = precision * tonumber(ARGV[4])
 local byte, floor, sub = string.byte, math.floor, string.sub
@@ -69,21 +71,25 @@ local function frames(block)
   return 0, NONE, ''
 end
 
-local out, o = {}, 0
+local pack = struct.pack
+local meta, lengths, data, opened = {}, {}, {}, {}
 for i = 1, #KEYS, 2 do
-  local start, lengths, data = frames(KEYS[i])
-  local opened, p, flat = {}, 0, redis.pcall('HGETALL', KEYS[i + 1])
+  local start, frame_lengths, bytes = frames(KEYS[i])
+  local pairs, flat = 0, redis.pcall('HGETALL', KEYS[i + 1])
   if type(flat) == 'table' and not flat.err then
     for j = 1, #flat, 2 do
       local second, count = tonumber(flat[j]), tonumber(flat[j + 1])
       if second and count and second % 1 == 0 and count % 1 == 0 then
         local slice = second - second % precision
         if slice >= first and slice < last then
-          opened[p + 1], opened[p + 2], p = second, count, p + 2
+          opened[#opened + 1], pairs = pack('<i8i8', second, count), pairs + 1
         end
       end
     end
   end
-  out[o + 1], out[o + 2], out[o + 3], out[o + 4], o = start, lengths, data, opened, o + 4
+  meta[#meta + 1] = pack('<i8i4i4', start, #frame_lengths, pairs)
+  for j = 1, #frame_lengths do lengths[#lengths + 1] = pack('<i4', frame_lengths[j]) end
+  data[#data + 1] = bytes
 end
-return out
+local concat = table.concat
+return {concat(meta), concat(lengths), concat(data), concat(opened)}

@@ -1,0 +1,67 @@
+"""What many series hold for one range, packed as the store's ``read_blocks`` script returns it.
+
+A dashboard's read names thousands of series; a reply of four items a series (nested
+arrays, a list of lengths, a list of open pairs) cost more to parse in Python than Redis took
+to make it. The script packs each call's answer into four strings instead: per series its
+first frame's start, how many frames and open pairs it has (``META``); every frame's byte
+length (``LENGTH``); the frames' bytes end to end; the open (second, count) pairs (``PAIR``),
+all little-endian. The datasource reads them as arrays (``datasource/decoding.py``); ``each``
+unpacks them into one ``Stored`` a series for Python. Pure.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from slicecount.core.blocks import Stored
+
+META = struct.Struct("<qii")
+"""Per series: the start (second) of its first frame returned, its frames, its open pairs."""
+LENGTH = struct.Struct("<i")
+PAIR = struct.Struct("<qq")
+
+
+@dataclass(frozen=True)
+class Spans:
+    """The series ``ids`` in reply order and what each holds, packed (see the module)."""
+
+    ids: list[str]
+    meta: bytes
+    lengths: bytes
+    frames: bytes
+    opened: bytes
+
+    @classmethod
+    def joined(cls, ids: list[str], replies: Iterable[Sequence[bytes]]) -> Spans:
+        """The packed replies of several script calls (their series ``ids``, end to end)."""
+        meta, lengths, frames, opened = (b"".join(parts) for parts in zip(*replies, strict=True))
+        return cls(ids, meta, lengths, frames, opened)
+
+    @classmethod
+    def of(cls, found: Mapping[str, Stored]) -> Spans:
+        """``found`` packed as the script packs it."""
+        meta, lengths, frames, opened = [], [], [], []
+        for one in found.values():
+            meta.append(META.pack(one.start, len(one.lengths), len(one.open)))
+            lengths += [LENGTH.pack(n) for n in one.lengths]
+            frames.append(one.frames)
+            opened += [PAIR.pack(s, n) for s, n in one.open.items()]
+        return cls(list(found), *(b"".join(part) for part in (meta, lengths, frames, opened)))
+
+    def each(self) -> dict[str, Stored]:
+        """One ``Stored`` a series."""
+        lengths = [n for (n,) in LENGTH.iter_unpack(self.lengths)]
+        pairs = list(PAIR.iter_unpack(self.opened))
+        out: dict[str, Stored] = {}
+        frame, pair, at = 0, 0, 0
+        for series_id, (start, frames, opened) in zip(
+            self.ids, META.iter_unpack(self.meta), strict=True
+        ):
+            mine = lengths[frame : frame + frames]
+            size = sum(mine)
+            data = self.frames[at : at + size]
+            out[series_id] = Stored(start, mine, data, dict(pairs[pair : pair + opened]))
+            frame, pair, at = frame + frames, pair + opened, at + size
+        return out
