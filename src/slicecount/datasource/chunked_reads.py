@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 
+from slicecount.core.memo import remembered
 from slicecount.datasource.counts import Read, Slices, chunks
 from slicecount.datasource.decoding import Matrix, slices_matrix
 from slicecount.errors import MissingExtra
@@ -73,7 +74,8 @@ def start_reads(
 
         small = len(part) * ((end - first) // precision) <= INLINE_CELLS
         counts = decode() if small else await anyio.to_thread.run_sync(decode)
-        return Slices({i: n for n, i in enumerate(found.ids)}, counts)
+        ids = found.ids  # the same list while the same series are read (block_reading)
+        return Slices(remembered("rows", [ids], lambda: {i: n for n, i in enumerate(ids)}), counts)
 
     return [asyncio.ensure_future(read_chunk(part)) for part in chunks(list(ids), per_chunk)]
 

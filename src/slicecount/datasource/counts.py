@@ -75,7 +75,7 @@ def chunks(ids: list[str], size: int) -> list[list[str]]:
 
 def rows(read: Read, ids: Sequence[str], slices: int) -> Rows:
     """The counts of ``ids`` (zeros for a series or a slice never counted)."""
-    index = {i: n for n, i in enumerate(ids)}
+    index = remembered("rows", [ids], lambda: {i: n for n, i in enumerate(ids)})
     if isinstance(read, Slices):
         return _of_slices(read, index, slices)
     found = [read.get(i) for i in ids]
@@ -97,7 +97,9 @@ def rows(read: Read, ids: Sequence[str], slices: int) -> Rows:
 
 
 def _of_slices(read: Slices, index: dict[str, int], slices: int) -> Rows:
-    where = np.array([read.row.get(i, -1) for i in index], dtype=np.int64)
+    where = remembered(
+        "where", [read.row, index], lambda: np.array([read.row.get(i, -1) for i in index])
+    )
     width = read.counts.shape[1] if read.counts.ndim == 2 else 0
     if width == slices and len(where) == len(read.counts):
         if np.array_equal(where, np.arange(len(where))):  # the read's own rows: no copy
@@ -133,9 +135,8 @@ def tables(found: Mapping[K, Sequence[Derived]], read: Rows) -> dict[K, Table]:
     if all(len(d.parts) == 1 for derived in found.values() for d in derived):
         return {s: _table(d, read.counts, read.sizes, [read.row_of[x.parts[0]] for x in d])
                 for s, d in found.items()}  # fmt: skip  # counters: a row each
-    members = [d for derived in found.values() for d in derived]
-    shape = ("prefixes", *map(len, found.values()))
-    trie = remembered(shape, members, lambda: _Prefixes(list(found.values())))
+    lists = list(found.values())  # the discovery cache's lists: the same at every request
+    trie = remembered("prefixes", lists, lambda: _Prefixes(lists))
     parts = np.array([read.row_of[part] for part in trie.parts], dtype=np.int64)
     every = np.zeros((trie.nodes, slices), dtype=np.int64)
     sizes = np.full(trie.nodes, slices, dtype=np.int64)
@@ -153,7 +154,7 @@ class _Prefixes:
     one series: every distinct prefix is made once (a trie of them), a prefix length at a
     time, each length one array addition for every label set. Nodes: the parts, then a zero
     (a bucket below every stored one), then the prefixes. It depends on the derived series
-    alone, so it is remembered with them (``promql.memo``): a dashboard's histograms are
+    alone, so it is remembered with them (``core.memo``): a dashboard's histograms are
     walked once, not at every refresh."""
 
     def __init__(self, found: list[Sequence[Derived]]) -> None:

@@ -15,6 +15,7 @@ import asyncio
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 
+from slicecount.core.memo import remembered
 from slicecount.datasource import subtrees
 from slicecount.datasource.concurrency import all_done
 from slicecount.datasource.counts import Read, Rows, Tables, rows
@@ -182,9 +183,15 @@ async def _read(
 
 def _stored(plan: Plan, catalogue: Catalogue) -> tuple[str, ...]:
     """The stored metrics the query read, in the order of its selectors."""
-    names: dict[str, None] = {}
-    for node in walk(plan.query.node):
-        if isinstance(node, VectorSelector):
-            for d in [*plan.found.get(node, ()), *plan.distinct.get(node, ())]:
-                names[catalogue.sources[d.labels[NAME_LABEL]].stored] = None
-    return tuple(names)
+    lists = [
+        found
+        for node in walk(plan.query.node)
+        if isinstance(node, VectorSelector)
+        for found in (plan.found.get(node, ()), plan.distinct.get(node, ()))
+    ]
+
+    def names() -> tuple[str, ...]:
+        out = {catalogue.sources[d.labels[NAME_LABEL]].stored: None for ds in lists for d in ds}
+        return tuple(out)
+
+    return remembered("stored", [catalogue, *lists], names)

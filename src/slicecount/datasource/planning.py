@@ -161,9 +161,9 @@ def _plan(
     found = {n.selector: _matched(reader, catalogue, n.selector, False, p, series) for n in need}
     distinct = {s: _matched(reader, catalogue, s, True, p, series) for s in kinds.distinct}
     planned = uniques.plan(choice.grid, query.step, distinct, unions(query.node, kinds.distinct))
-    members = [d for derived in found.values() for d in derived]
+    lists = list(found.values())  # the discovery cache's lists: the same at every request
     ids = remembered(
-        "parts", members, lambda: list(dict.fromkeys(i for d in members for i in d.parts))
+        "parts", lists, lambda: list(dict.fromkeys(i for ds in lists for d in ds for i in d.parts))
     )
     last = last_boundary(choice.grid, [n for n in need if not n.distinct])
     return Plan(query, choice, found, distinct, planned, ids, last)

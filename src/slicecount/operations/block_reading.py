@@ -51,22 +51,20 @@ def stored(
     saw them, packed (``spans.Spans``: ``each`` and ``blocks.slices_in``, or the datasource's
     numpy ``slices_matrix``, make the counts). One ``read_blocks`` script call per
     SERIES_PER_CALL series of a shard, all in one round trip."""
-    parts, named = remembered(
+    ids, named = remembered(
         "read_blocks", [ctx.keys, *series_ids], lambda: _per_call(ctx, series_ids)
     )
     args = (precision, first, end, SLICES)
     calls: list[Command | ScriptCall] = [ScriptCall("read_blocks", names, args) for names in named]
     replies = yield Batch(calls, raw=True)
-    ids = parts[0] if len(parts) == 1 else [s for part in parts for s in part]
     return Spans.joined(ids, replies)
 
 
-def _per_call(
-    ctx: Context, series_ids: Sequence[str]
-) -> tuple[list[list[str]], list[tuple[str, ...]]]:
-    """The series in script calls: those of one shard (one slot on a cluster) together, at
-    most SERIES_PER_CALL a call; and each call's keys. It depends on the ids alone, so it is
-    remembered with them (a dashboard reads the same series at every refresh)."""
+def _per_call(ctx: Context, series_ids: Sequence[str]) -> tuple[list[str], list[tuple[str, ...]]]:
+    """The series in the order of their script calls, and each call's keys: the series of
+    one shard (one slot on a cluster) together, at most SERIES_PER_CALL a call. It depends on
+    the ids alone, so it is remembered with them (a dashboard reads the same series at every
+    refresh, and its rows are then the same list: ``core.memo`` keys on it)."""
     keys = ctx.keys
     shards: dict[int, list[str]] = {}
     for series_id in dict.fromkeys(series_ids):
@@ -76,7 +74,8 @@ def _per_call(
         for ids in shards.values()
         for at in range(0, len(ids), SERIES_PER_CALL)
     ]
-    return parts, [tuple(n for s in part for n in keys.series_keys(s)[1:]) for part in parts]
+    named = [tuple(n for s in part for n in keys.series_keys(s)[1:]) for part in parts]
+    return [s for part in parts for s in part], named
 
 
 def get(ctx: Context, series_id: str, precision: int) -> Operation[list[tuple[int, int]]]:

@@ -53,7 +53,7 @@ def histogram_quantile(qs: list[float], buckets: Block) -> Block:
 class _Histograms:
     """The label sets of some buckets (each without ``le`` and the name), each set's
     (bound, row) sorted by bound, and the sets grouped by their bounds. It depends on the
-    labels alone, so it is remembered with them (``promql.memo``)."""
+    labels alone, so it is remembered with them (``core.memo``)."""
 
     def __init__(self, found: Sequence[Labels]) -> None:
         index: dict[tuple[tuple[str, str], ...], int] = {}
