@@ -32,6 +32,10 @@ def test_the_same_label_sets_are_worked_out_once(monkeypatch: pytest.MonkeyPatch
     assert memo.remembered("z", labels, make) == 4  # 8 sets held: every entry forgotten
     assert memo._held[0] == 2
     assert memo.remembered("x", labels, make) == 5
+    monkeypatch.setattr(memo, "REMEMBERED", 4)
+    for n in range(6, 10):  # empty label sets (a scalar's) weigh one each: bounded too
+        assert memo.remembered("e", [{}], make) == n
+    assert len(memo._entries) <= 4
 
 
 def test_aggregations_answer_alike_whether_their_groups_were_remembered() -> None:

@@ -16,8 +16,8 @@ from typing import TypeVar
 T = TypeVar("T")
 REMEMBERED = 200_000
 """What the entries hold at most, a collection counting as its length (a list of a thousand
-series: a thousand), anything else as one (a dashboard's panels need a few tens of
-thousands); past it, every entry is forgotten."""
+series: a thousand; an empty one: one), anything else as one (a dashboard's panels need a
+few tens of thousands); past it, every entry is forgotten."""
 COLLECTIONS = (list, tuple, dict, set, frozenset)
 _entries: dict[tuple[Hashable, tuple[int, ...]], tuple[object, Sequence[object]]] = {}
 _held = [0]
@@ -31,7 +31,7 @@ def remembered(what: Hashable, members: Sequence[object], make: Callable[[], T])
         found: T = hit[0]  # type: ignore[assignment]
         return found
     made = make()
-    weight = sum(len(m) if isinstance(m, COLLECTIONS) else 1 for m in members)
+    weight = sum(max(1, len(m)) if isinstance(m, COLLECTIONS) else 1 for m in members)
     if _held[0] + weight > REMEMBERED:
         _entries.clear()  # threads may race here: at worst one is made again
         _held[0] = 0

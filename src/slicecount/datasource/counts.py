@@ -15,7 +15,8 @@ from typing import NamedTuple, TypeVar
 
 from slicecount.core.memo import remembered
 from slicecount.datasource.prometheus.names import Derived
-from slicecount.promql.arrays import Ints, Table
+from slicecount.promql.arrays import Floats, Ints, Table
+from slicecount.promql.values import Labels
 
 try:
     import numpy as np
@@ -132,9 +133,9 @@ def _whole(found: list[Sequence[int | None] | Ints | None], slices: int) -> Ints
 def tables(found: Mapping[K, Sequence[Derived]], read: Rows) -> dict[K, Table]:
     """Each selector's table: one row per derived series, the sum of its parts' counts."""
     slices = read.counts.shape[1]
-    if all(len(d.parts) == 1 for derived in found.values() for d in derived):
-        return {s: _table(d, read.counts, read.sizes, [read.row_of[x.parts[0]] for x in d])
-                for s, d in found.items()}  # fmt: skip  # counters: a row each
+    if all(_single(derived) for derived in found.values()):  # counters: a row each
+        return {s: _table(d, read.counts, read.sizes, _rows_of(d, read.row_of))
+                for s, d in found.items()}  # fmt: skip
     lists = list(found.values())  # the discovery cache's lists: the same at every request
     trie = remembered("prefixes", lists, lambda: _Prefixes(lists))
     parts = np.array([read.row_of[part] for part in trie.parts], dtype=np.int64)
@@ -185,12 +186,32 @@ class _Prefixes:
         self.levels = [np.array(level, dtype=np.int64).T for level in levels]
 
 
-def _table(derived: Sequence[Derived], every: Ints, sizes: Ints, rows: list[int]) -> Table:
-    picked = np.array(rows, dtype=np.int64)
-    scales = np.array([d.scale for d in derived], dtype=np.float64)
-    table = Table.of_counts([d.labels for d in derived], every[picked], scales)
+def _single(derived: Sequence[Derived]) -> bool:
+    """Whether every derived series is one stored series (counters, not buckets)."""
+    return remembered("single", [derived], lambda: all(len(d.parts) == 1 for d in derived))
+
+
+def _rows_of(derived: Sequence[Derived], row_of: dict[str, int]) -> Ints:
+    """The row of each derived series' one part (both remembered lists: the same at every
+    request of a dashboard, so this is worked out once)."""
+    return remembered(
+        "rows of", [derived, row_of],
+        lambda: np.array([row_of[d.parts[0]] for d in derived], dtype=np.int64),
+    )  # fmt: skip
+
+
+def _table(derived: Sequence[Derived], every: Ints, sizes: Ints, rows: Ints | list[int]) -> Table:
+    picked = np.asarray(rows, dtype=np.int64)
+    labels, scales = remembered("labels", [derived], lambda: _labels(derived))
+    table = Table.of_counts(labels, every[picked], scales)
     table.sizes = np.minimum(table.sizes, sizes[picked] + 1)
     return table
+
+
+def _labels(derived: Sequence[Derived]) -> tuple[list[Labels], Floats]:
+    """The label sets of the derived series (one list at every request: what is worked out
+    from them is remembered with it) and their scales."""
+    return [d.labels for d in derived], np.array([d.scale for d in derived], dtype=np.float64)
 
 
 class Tables(Mapping[K, Table]):

@@ -31,7 +31,7 @@ from slicecount.promql.ast import (
     Unary,
     VectorSelector,
 )
-from slicecount.promql.values import EvaluationError, Grid, Raw, Series, Value, without_name
+from slicecount.promql.values import EvaluationError, Grid, Raw, Series, Value, nameless
 from slicecount.promql.windows import KERNELS, elapsed_rate, instant, over_windows
 
 try:
@@ -234,7 +234,7 @@ class Evaluator:
             table = Table(table.labels, table.totals, table.sizes, np.ones(len(table.labels)))
         values, present = over_windows(table, kernel, starts, ends, valid, span, p)
         keep_name = name == "last_over_time"
-        labels = table.labels if keep_name else [without_name(x) for x in table.labels]
+        labels = table.labels if keep_name else nameless(table.labels)
         return check_unique(Block(labels, values, present))
 
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from itertools import accumulate
 
+from slicecount.core.memo import remembered
 from slicecount.errors import QueryError
 from slicecount.promql.ast import NAME_LABEL
 
@@ -162,6 +163,12 @@ def without_name(labels: Labels) -> Labels:
         _nameless.clear()
     _nameless[id(labels)] = (labels, found)
     return found
+
+
+def nameless(labels: list[Labels]) -> list[Labels]:
+    """``without_name`` of each label set, remembered with the list (a table's labels are one
+    list at every request of a dashboard: ``datasource/counts``)."""
+    return remembered("nameless", [labels], lambda: [without_name(one) for one in labels])
 
 
 def check_unique(series: list[Series]) -> list[Series]:
