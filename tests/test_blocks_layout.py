@@ -178,19 +178,30 @@ def test_the_read_script_finds_what_the_codec_finds_in_long_blocks_of_many_serie
         splices.add_counts(frames, LADDER, counts)
         held[series_id] = splices.plan_splice(blocks.Header(), LADDER, frames, {}).apply(b"")
         redis_client.set(store.keys.block(series_id), held[series_id])
+    # and one of 200 days: more 5 s frames (4 800) than the script packs in one go (STACK)
+    counts = {T0 - 200 * 86400 + 1: 3, T0 - 1: 4}
+    counts.update({T0 - rng.randrange(200 * 86400): 1 for _ in range(50)})
+    frames = {}
+    splices.add_counts(frames, LADDER, counts)
+    held[ids[6]] = splices.plan_splice(blocks.Header(), LADDER, frames, {}).apply(b"")
+    redis_client.set(store.keys.block(ids[6]), held[ids[6]])
+    assert len(blocks.parse_header(held[ids[6]]).section(5).lengths) > 4000  # type: ignore[union-attr]
     assert len(blocks.parse_header(held[ids[0]]).pack()) > 2000
     store.apply({s: {NOW - 5: 2} for s in ids})
+    ranges = [(5, T0 - 200 * 86400, NOW)]
     for precision in LADDER:
         for _ in range(4):
             start = rng.randrange(T0 - 70 * 86400, NOW) // precision * precision
             end = start + precision * rng.choice((1, 719, 720, 721, 5000))
-            stored = store.read_stored(ids, precision, start, end).each()
-            assert sorted(stored) == sorted(ids)
-            for series_id in ids:
-                want = blocks.span(held.get(series_id, b""), precision, start, end)
-                got = stored[series_id]
-                assert got[:3] == (want.start, list(want.lengths), want.frames)
-                assert got.open == ({NOW - 5: 2} if start <= NOW - 5 < end else {})
+            ranges.append((precision, start, end))
+    for precision, start, end in ranges:
+        stored = store.read_stored(ids, precision, start, end).each()
+        assert sorted(stored) == sorted(ids)
+        for series_id in ids:
+            want = blocks.span(held.get(series_id, b""), precision, start, end)
+            got = stored[series_id]
+            assert got[:3] == (want.start, list(want.lengths), want.frames)
+            assert got.open == ({NOW - 5: 2} if start <= NOW - 5 < end else {})
 
 
 def test_a_range_read_is_one_atomic_round_trip_whenever_the_cleaner_runs(

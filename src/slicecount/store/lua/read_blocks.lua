@@ -14,19 +14,32 @@
 local precision, first, last = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local period = precision * tonumber(ARGV[4])
 local byte, floor, sub = string.byte, math.floor, string.sub
-local NONE = {}
+local pack, unpack = struct.pack, unpack
+local formats = {}  -- struct formats of n frame lengths
+for n = 1, 8 do formats[n] = '<' .. string.rep('i4', n) end
 local HEAD = 1024
 local STACK = 4000  -- string.byte returns its values on the C stack: a long header in pieces
 
+-- numbers[from..to] packed '<i4' each, STACK at a time (unpack puts them on the C stack)
+local function packed(numbers, from, to)
+  local parts, p = {}, 0
+  for a = from, to, STACK do
+    local b = math.min(to, a + STACK - 1)
+    p = p + 1
+    parts[p] = pack(formats[b - a + 1] or ('<' .. string.rep('i4', b - a + 1)), unpack(numbers, a, b))
+  end
+  return table.concat(parts)
+end
+
 local function frames(block)
   local head = redis.pcall('GETRANGE', block, 0, HEAD - 1)
-  if type(head) ~= 'string' or #head < 10 then return 0, NONE, '' end
+  if type(head) ~= 'string' or #head < 10 then return 0, 0, '', '' end
   local s, b, version, sections = byte(head, 1, 4)
-  if s ~= 83 or b ~= 66 or version ~= 2 then return 0, NONE, '' end
+  if s ~= 83 or b ~= 66 or version ~= 2 then return 0, 0, '', '' end
   local size = byte(head, 9) + 256 * byte(head, 10)
   if size > #head then
     head = redis.call('GETRANGE', block, 0, size - 1)
-    if #head < size then return 0, NONE, '' end
+    if #head < size then return 0, 0, '', '' end
   end
   -- every number of the header at once: the sections' triples, then every frame's length
   local numbers, count, n, scale = {}, 0, 0, 1
@@ -42,7 +55,7 @@ local function frames(block)
       end
     end
   end
-  if count < 3 * sections then return 0, NONE, '' end
+  if count < 3 * sections then return 0, 0, '', '' end
   local at, offset = 3 * sections, size  -- the lengths of section k start after ``at``
   for k = 0, sections - 1 do
     local frames_in = numbers[3 * k + 3]
@@ -50,46 +63,43 @@ local function frames(block)
       local start = numbers[3 * k + 2] * period
       local lo = math.max(0, floor((first - start) / period))
       local hi = math.min(frames_in, floor((last - 1 - start) / period) + 1)
-      if last <= first or hi <= lo or at + hi > count then return 0, NONE, '' end
+      if last <= first or hi <= lo or at + hi > count then return 0, 0, '', '' end
       for i = at + 1, at + lo do offset = offset + numbers[i] end
-      local lengths, total = {}, 0
-      for i = 1, hi - lo do
-        local length = numbers[at + lo + i]
-        lengths[i], total = length, total + length
-      end
+      local total = 0
+      for i = at + lo + 1, at + hi do total = total + numbers[i] end
+      local lengths = packed(numbers, at + lo + 1, at + hi)
       local data = ''
       if total > 0 and offset + total <= #head then
         data = sub(head, offset + 1, offset + total)
       elseif total > 0 then
         data = redis.call('GETRANGE', block, offset, offset + total - 1)
       end
-      return start + lo * period, lengths, data
+      return start + lo * period, hi - lo, lengths, data
     end
     for i = at + 1, at + frames_in do offset = offset + (numbers[i] or 0) end
     at = at + frames_in
   end
-  return 0, NONE, ''
+  return 0, 0, '', ''
 end
 
-local pack = struct.pack
-local meta, lengths, data, opened = {}, {}, {}, {}
+local meta, lengths, data, opened, m, o = {}, {}, {}, {}, 0, 0
 for i = 1, #KEYS, 2 do
-  local start, frame_lengths, bytes = frames(KEYS[i])
+  local start, count, packed, bytes = frames(KEYS[i])
   local pairs, flat = 0, redis.pcall('HGETALL', KEYS[i + 1])
   if type(flat) == 'table' and not flat.err then
     for j = 1, #flat, 2 do
-      local second, count = tonumber(flat[j]), tonumber(flat[j + 1])
-      if second and count and second % 1 == 0 and count % 1 == 0 then
+      local second, n = tonumber(flat[j]), tonumber(flat[j + 1])
+      if second and n and second % 1 == 0 and n % 1 == 0 then
         local slice = second - second % precision
         if slice >= first and slice < last then
-          opened[#opened + 1], pairs = pack('<i8i8', second, count), pairs + 1
+          o, pairs = o + 1, pairs + 1
+          opened[o] = pack('<i8i8', second, n)
         end
       end
     end
   end
-  meta[#meta + 1] = pack('<i8i4i4', start, #frame_lengths, pairs)
-  for j = 1, #frame_lengths do lengths[#lengths + 1] = pack('<i4', frame_lengths[j]) end
-  data[#data + 1] = bytes
+  m = m + 1
+  meta[m], lengths[m], data[m] = pack('<i8i4i4', start, count, pairs), packed, bytes
 end
 local concat = table.concat
 return {concat(meta), concat(lengths), concat(data), concat(opened)}
