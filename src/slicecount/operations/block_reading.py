@@ -27,9 +27,11 @@ ATTEMPTS = 5
 ``get`` gives up: two are all it ever takes but for a cleaner gone wild."""
 GENERATION = (4, 7)
 """GETRANGE bounds of a block's generation (u32 little-endian; empty: no block)."""
-SERIES_PER_CALL = 64
-"""Series read by one ``read_blocks`` call: its Redis time stays well under a millisecond
-(about 5 µs a series and its frames)."""
+SERIES_PER_CALL = 32
+"""Series read by one ``read_blocks`` call: about 0.3 ms of Redis time (6-12 µs a series and
+its frames), so a refresh's thousands of calls leave Redis to its writers often. With 64 a
+call (0.4-0.8 ms alone) the dashboard benchmark saw 1-5 calls a run over 5 ms, waiting for a
+core of a 2-core machine; with 32, 1 and 0, at the same refresh times."""
 SLICES = FRAME_SLICES
 
 
