@@ -22,14 +22,14 @@ import redis
 
 from book_cleaner import clean_counters_pass  # beside this file (python puts it on sys.path)
 from figures import Figure, emit, json_flag
-from slicecount import Settings, Store
+from slicecount import Store
 from slicecount.cleaner import Cleaner
 from slicecount.embedded import EmbeddedRedis
 from slicecount.operations.trimming import save_cleaner_sweep
 
 NOW = 1_700_006_400  # a multiple of 86400: every precision's slices line up
 SAMPLES = 150
-PRECISIONS = Settings().precisions  # the default ladder, 1 s to 1 day
+PRECISIONS = (1, 5, 60, 300, 3600, 18000, 86400)  # the book's ladder, 1 s to 1 day
 POPULATE = """
 local names, samples, now = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 for a = 4, #ARGV do
@@ -96,6 +96,15 @@ def report(name: str, book: dict[str, float], ours: dict[str, float], target: fl
     return speedup
 
 
+def book_store(url: str) -> Store:
+    """A store of the book's layout, which the book's cleaner cleans too (named: it stopped
+    being the default; a tree from before the setting has only the book's)."""
+    try:
+        return Store.from_url(url, socket_timeout=60, layout="book")
+    except TypeError:
+        return Store.from_url(url, socket_timeout=60)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--names", type=int, default=20_000)
@@ -106,12 +115,12 @@ def main() -> None:
         book_client = prepare(book_server.url, args.names)
         our_client = prepare(our_server.url, args.names)
         first_client = prepare(first.url, args.names)
-        store = Store.from_url(our_server.url, socket_timeout=60)
+        store = book_store(our_server.url)
         for precision in PRECISIONS:  # swept 10 minutes ago: neither pass below sweeps
             store.run(save_cleaner_sweep(store.context, precision, NOW - 600))
         clock = [float(NOW)]
         cleaner = Cleaner(store, clock=lambda: clock[0])
-        first_store = Store.from_url(first.url, socket_timeout=60)
+        first_store = book_store(first.url)
 
         def ours(cleaner: Cleaner, every: bool, swept: int) -> int:
             stats = cleaner.run_once(every_precision=every)

@@ -7,7 +7,7 @@ Two hours of seeded traffic of a 40-route app (``seeded_traffic.py``, as bench_v
 writes it) go into two private redis-servers a simulated minute at a time, with a cleaner pass
 at each minute's end, as a flushing writer and the sidecar cleaner leave Redis:
 
-- the book's layout (the default settings: 7 precisions, 120 slices each), written with
+- the book's layout (its default settings: 7 precisions, 120 slices each), written with
   ``Store.apply`` and trimmed by the cleaner;
 - the blocks layout (the ladder 1 s for 10 min, 5 s for 2 days, 60 s for 31 days, 1 h for 400
   days, 1 day for 5 years), written as its write path writes (``HINCRBY open:<series>
@@ -97,6 +97,15 @@ def blocks_settings(url: str, shards: int = 1) -> Settings:
         return base
 
 
+def book_settings(url: str, shards: int = 1) -> Settings:
+    """The book's layout, named: it stopped being the default (a tree from before the setting
+    has only the book's)."""
+    try:
+        return Settings(redis_url=url, shards=shards, layout="book")
+    except TypeError:
+        return Settings(redis_url=url, shards=shards)
+
+
 def write_open(client: redis.Redis, keys: KeySpace, counts: dict[str, dict[int, int]]) -> None:
     """One minute of counts as the blocks layout's write path writes them."""
     pipe = client.pipeline(transaction=True)
@@ -119,7 +128,7 @@ def run(layout: str, routes: int, minutes: int, shards: int = 1) -> Run:
         settings = (
             blocks_settings(server.url, shards)
             if layout == "blocks"
-            else Settings(redis_url=server.url, shards=shards)
+            else book_settings(server.url, shards)
         )
         keys = KeySpace(settings.prefix, settings.shards)
         simulated = [float(traffic.start)]
