@@ -75,6 +75,7 @@ def test_a_span_of_blocks_and_open_slices_reads_as_the_codec_and_the_hash_add_up
     truths.append([7] + [0] * ((end - start) // precision - 1))
     packed = Spans.of({f"s{i}": one for i, one in enumerate(stored)})
     assert Spans.joined(packed.ids, [astuple(packed)[1:]]) == packed
+    assert Spans.joined([], []) == Spans.of({}) and Spans.of({}).each() == {}
     assert list(packed.each().values()) == [s._replace(lengths=list(s.lengths)) for s in stored]
     assert slices_matrix(packed, precision, start, end).tolist() == truths
 

@@ -36,7 +36,8 @@ class Spans:
     @classmethod
     def joined(cls, ids: list[str], replies: Iterable[Sequence[bytes]]) -> Spans:
         """The packed replies of several script calls (their series ``ids``, end to end)."""
-        meta, lengths, frames, opened = (b"".join(parts) for parts in zip(*replies, strict=True))
+        columns = list(zip(*replies, strict=True)) or [()] * 4  # no call: no series
+        meta, lengths, frames, opened = (b"".join(parts) for parts in columns)
         return cls(ids, meta, lengths, frames, opened)
 
     @classmethod
