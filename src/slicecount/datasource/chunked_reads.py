@@ -9,8 +9,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 
-from slicecount.core.memo import remembered
-from slicecount.datasource.counts import Read, Slices, chunks
+from slicecount.datasource.counts import Read, Slices, chunks, row_index
 from slicecount.datasource.decoding import Matrix, slices_matrix
 from slicecount.errors import MissingExtra
 from slicecount.operations.unique_reading import Group
@@ -74,8 +73,7 @@ def start_reads(
 
         small = len(part) * ((end - first) // precision) <= INLINE_CELLS
         counts = decode() if small else await anyio.to_thread.run_sync(decode)
-        ids = found.ids  # the same list while the same series are read (block_reading)
-        return Slices(remembered("rows", [ids], lambda: {i: n for n, i in enumerate(ids)}), counts)
+        return Slices(row_index(found.ids), counts)
 
     return [asyncio.ensure_future(read_chunk(part)) for part in chunks(list(ids), per_chunk)]
 

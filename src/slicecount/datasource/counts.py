@@ -74,9 +74,15 @@ def chunks(ids: list[str], size: int) -> list[list[str]]:
     return [ids[i : i + size] for i in range(0, len(ids), size)]
 
 
+def row_index(ids: Sequence[str]) -> dict[str, int]:
+    """Each id's row, remembered with the list (a plan's ids and a read's are one list at
+    every request of a dashboard: ``planning``, ``block_reading``)."""
+    return remembered("rows", [ids], lambda: {i: n for n, i in enumerate(ids)})
+
+
 def rows(read: Read, ids: Sequence[str], slices: int) -> Rows:
     """The counts of ``ids`` (zeros for a series or a slice never counted)."""
-    index = remembered("rows", [ids], lambda: {i: n for n, i in enumerate(ids)})
+    index = row_index(ids)
     if isinstance(read, Slices):
         return _of_slices(read, index, slices)
     found = [read.get(i) for i in ids]

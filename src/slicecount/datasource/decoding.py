@@ -28,6 +28,8 @@ _UNSIGNED = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 _SIGNED = {1: np.int8, 2: np.int16, 4: np.int32, 8: np.int64}
 _META = np.dtype([("start", "<i8"), ("frames", "<i4"), ("open", "<i4")])
 """``spans.META`` as a numpy record."""
+WHOLE = (0, FRAME_SLICES)
+"""The cut of a frame read whole (``_by_width``)."""
 
 
 def decode_frames(frames: Sequence[bytes]) -> Matrix:
@@ -36,9 +38,6 @@ def decode_frames(frames: Sequence[bytes]) -> Matrix:
     for rows, _, values in _by_width(frames, [WHOLE] * len(frames)):
         out[rows] = values
     return out
-
-
-WHOLE = (0, FRAME_SLICES)
 
 
 def _by_width(
