@@ -12,9 +12,9 @@ from starlette.testclient import TestClient
 
 from slicecount.config import Settings
 from slicecount.datasource.app import create_app
-from slicecount.datasource.limits import Limits
+from slicecount.datasource.limits import POINT_BYTES, Limits, answer_points
 from slicecount.store import Store
-from tests.datasource.conftest import NOW
+from tests.datasource.conftest import NOW, legacy_body
 
 FORM = {"content-type": "application/x-www-form-urlencoded"}
 
@@ -84,6 +84,44 @@ def test_scalar_work_is_charged(prom: TestClient) -> None:
     )
     assert response.status_code == 422, response.text
     assert "max_computed_points" in response.json()["error"]
+
+
+def test_an_answer_past_its_budget_is_refused_before_it_is_encoded(
+    settings: Settings, store: Store
+) -> None:
+    """``max_answer_points`` charges series x times and the labels' text: 3 series of 101
+    times, whose labels (``__name__="hits_total"`` and ``route="/rN"``: 38 bytes each) are 114
+    bytes, are 309 points; a budget of 308 refuses them on both surfaces (422 naming the
+    figures) and one of 309 answers."""
+    store.apply({f'hits{{route="/r{i}"}}': {NOW - 60: 1} for i in range(3)})
+    for budget, status in ((308, 422), (309, 200)):
+        limits = Limits(max_answer_points=budget)
+        with TestClient(create_app(settings, limits=limits, clock=lambda: NOW)) as client:
+            params = {"query": "hits_total", "start": str(NOW - 100), "end": str(NOW), "step": "1"}
+            response = client.get("/api/v1/query_range", params=params)
+            assert response.status_code == status, response.text
+            if status == 422:
+                error = response.json()
+                assert error["errorType"] == "execution"
+                assert "309 points" in error["error"] and "3 series x 101 times" in error["error"]
+                assert "max_answer_points = 308" in error["error"]
+            else:
+                assert len(response.json()["data"]["result"]) == 3
+    target = {"target": "hits", "refId": "A", "payload": {"precision": "1"}}
+    body = legacy_body([target], NOW - 100, NOW, maxDataPoints=1000, intervalMs=1000)
+    for budget, status in ((300, 422), (1_000, 200)):  # 3 series of 100 or 101 points
+        limits = Limits(max_answer_points=budget)
+        with TestClient(create_app(settings, limits=limits, clock=lambda: NOW)) as client:
+            response = client.post("/query", json=body)
+            assert response.status_code == status, response.text
+            assert status == 200 or "max_answer_points = 300" in response.json()["message"]
+
+
+def test_answer_points_charge_labels_as_bytes_of_json() -> None:
+    assert answer_points([], 100) == 0
+    assert answer_points([{}], 100) == 100  # a scalar: one line
+    labels = {"route": "/users/<int:id>", "status": "200"}  # 5 + 15 + 6 + 6 + 3 + 6 = 41 bytes
+    assert answer_points([labels, labels], 10) == 20 + -(-82 // POINT_BYTES)
 
 
 def test_grid_counts_milliseconds_and_allows_11000_steps(prom: TestClient) -> None:

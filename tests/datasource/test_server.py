@@ -9,10 +9,11 @@ import json
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 
+from slicecount.cleaner.compaction import Compactor
 from slicecount.config import Settings
 from slicecount.datasource.app import create_app
 from slicecount.datasource.limits import Limits
@@ -102,3 +103,83 @@ def test_a_4xx_keeps_the_connection_open(port: int, body: bytes, status: int) ->
     assert connection.getresponse().status == 200
     assert connection.sock is socket  # the same connection answered
     connection.close()
+
+
+HEAVY_SERIES, ANSWERED_SERIES, SPAN = 500, 90, 10_999
+"""Issue 32's heavy request: 500 series at precision 1 over the last 10 999 s with
+``maxDataPoints`` 11 000 (5.5 million points, 115 MB of JSON). 90 series are an answer just
+under the default budget (990 000 points and their labels)."""
+
+
+@pytest.mark.slow  # four answers of a million points (a few seconds)
+@pytest.mark.layouts("book", "blocks")
+def test_the_default_budget_bounds_what_heavy_requests_cost(
+    settings: Settings, store: Store
+) -> None:
+    """Four of the heavy request at once are each refused (422 naming the answer's figures),
+    four just under it are each answered, all within 5 s, while ``GET /`` keeps a p99
+    under 250 ms: the budget charges what encoding an answer costs, not only what is read."""
+    counted = range(0, SPAN + 1, 997)  # a few counts a series: the answer's size is the same
+    for name, series in (("big", HEAVY_SERIES), ("wide", ANSWERED_SERIES)):
+        store.apply({f'{name}{{i="{i}"}}': {NOW - s: 1 for s in counted} for i in range(series)})
+    if settings.layout == "blocks":
+        Compactor(store).run(NOW + 3600)  # sealed: the reads are of blocks
+    with serving(create_app(settings, clock=lambda: NOW)) as port:
+        for name, status in (("big", 422), ("wide", 200)):
+            target = {"target": name, "refId": "A", "payload": {"precision": "1"}}
+            body = legacy_body([target], NOW - SPAN, NOW, maxDataPoints=11_000, intervalMs=1000)
+            answers, probes = _at_once(port, json.dumps(body).encode(), 4)
+            for got in answers:
+                assert got.took < 5, f"a {name} request took {got.took:.2f} s"
+                assert got.status == status, got.body[:300]
+                if status == 422:
+                    message = json.loads(got.body)["message"]  # the book's: the read budget
+                    limit, budget = (
+                        ("max_answer", 1_000_000)
+                        if settings.layout == "blocks"
+                        else ("max_request", 2_000_000)
+                    )
+                    assert (
+                        "500 series x 11,000" in message
+                        and f"{limit}_points = {budget:,}" in message
+                    )
+                else:
+                    frames = json.loads(got.body)
+                    assert len(frames) == ANSWERED_SERIES
+                    assert {len(f["datapoints"]) for f in frames} == {SPAN + 1}
+            probes.sort()
+            assert len(probes) >= 10
+            assert probes[len(probes) * 99 // 100] < 0.25, f"GET / p99 {probes[-5:]}"
+
+
+def _at_once(port: int, body: bytes, requests: int) -> tuple[list[Answered], list[float]]:
+    """``requests`` POSTs of ``body`` to /query at once, each answered with how long it took
+    to the last byte, and how long each ``GET /`` took while they ran (ten at least)."""
+
+    def one() -> Answered:
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        began = time.monotonic()
+        connection.request("POST", "/query", body, {"content-type": "application/json"})
+        response = connection.getresponse()
+        answered = Answered(response.status, response.read(), time.monotonic() - began)
+        connection.close()
+        return answered
+
+    probes: list[float] = []
+    with ThreadPoolExecutor(requests) as pool:
+        running = [pool.submit(one) for _ in range(requests)]
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        while not all(f.done() for f in running) or len(probes) < 10:
+            began = time.monotonic()
+            connection.request("GET", "/")
+            assert connection.getresponse().read()
+            probes.append(time.monotonic() - began)
+            time.sleep(0.01)
+        connection.close()
+    return [f.result() for f in running], probes
+
+
+class Answered(NamedTuple):
+    status: int
+    body: bytes
+    took: float

@@ -12,7 +12,8 @@ READ_ELSEWHERE = frozenset(
     {
         # the datasource's limits (datasource.limits.Limits, one variable a field)
         "max_body_bytes", "max_targets", "max_series", "max_points", "max_range_seconds",
-        "max_request_points", "max_computed_points", "max_inline_points", "heavy_requests",
+        "max_request_points", "max_computed_points", "max_answer_points", "max_inline_points",
+        "heavy_requests",
         # the test suite's screenshot of the overview page
         "readme_screenshot",
     }

@@ -21,14 +21,15 @@ from slicecount.datasource.concurrency import all_done
 from slicecount.datasource.counts import Read, Rows, Tables, rows
 from slicecount.datasource.discovery import SeriesInfo
 from slicecount.datasource.distinct_times import collapse, expand
-from slicecount.datasource.limits import Limits
+from slicecount.datasource.limits import POINT_BYTES, LimitExceeded, Limits, answer_points
 from slicecount.datasource.planning import Plan, Query, plan_queries
 from slicecount.datasource.prometheus.names import Catalogue
 from slicecount.datasource.prometheus.plan import needs
 from slicecount.datasource.reader import Reader
 from slicecount.errors import MissingExtra
+from slicecount.promql.arrays import Block
 from slicecount.promql.ast import NAME_LABEL, Node, VectorSelector, walk
-from slicecount.promql.engine import Evaluator, Result
+from slicecount.promql.engine import Evaluator, Result, as_vector
 from slicecount.promql.values import EvaluationError, Grid, Series
 
 try:
@@ -98,6 +99,7 @@ async def _run(
                 ) -> bytes:  # fmt: skip
         answers = []
         budget = reader.limits.max_computed_points
+        answered = 0  # points the answers carry, charged before any is encoded
         converted: dict[object, Rows] = {}  # targets alike (a panel's quantiles) share theirs
         for plan, counted in zip(plans, distinct_counts, strict=True):
             grid = plan.choice.grid
@@ -122,6 +124,7 @@ async def _run(
             if collapsed:  # what was computed per reading is answered at every time
                 budget -= _answered(result, len(grid.times), budget, reader.limits)
                 result = expand(result, collapsed[1])
+            answered += _encoded(plan.query, result, answered, reader.limits)
             answers.append(Answer(result, grid, plan.choice.infos, _stored(plan, catalogue)))
         return finish(answers, catalogue.warnings)
 
@@ -141,6 +144,28 @@ def _answered(result: Result, times: int, budget: int, limits: Limits) -> int:
             f"the query answers {points:,} points (its series x its times), more than "
             f"{limits.max_computed_points:,} with what it computed (max_computed_points): match "
             "fewer series, aggregate with sum by (...) or shorten the range"
+        )
+    return points
+
+
+def _encoded(query: Query, result: Result, before: int, limits: Limits) -> int:
+    """What encoding ``result`` at every time of ``query`` costs (``answer_points``):
+    LimitExceeded when it and the answers ``before`` it pass ``max_answer_points``."""
+    if isinstance(result, Block):
+        labels: Sequence[Mapping[str, str]] = result.labels
+    elif result and isinstance(result[0], Series):
+        labels = [s.labels for s in as_vector(result)]
+    else:
+        labels = [{}]  # a scalar or a string: one line
+    points = answer_points(labels, len(query.times))
+    if before + points > limits.max_answer_points:
+        raise LimitExceeded(
+            f"the answer holds {before + points:,} points (target {query.label!r}: "
+            f"{len(labels):,} series x {len(query.times):,} times, with their labels' text at "
+            f"{POINT_BYTES} bytes a point), more than max_answer_points = "
+            f"{limits.max_answer_points:,} (encoding an answer costs about 0.3 us and "
+            f"{POINT_BYTES} bytes of JSON a point): aggregate with sum by (...), match fewer "
+            "series, shorten the range or ask for fewer points"
         )
     return points
 

@@ -165,8 +165,9 @@ def openapi_document(settings: Settings, limits: Limits) -> dict[str, Any]:
                 f"{limits.max_body_bytes} bytes, {limits.max_targets} targets, "
                 f"{limits.max_series} series per query, {limits.max_points} points per series; "
                 f"work budget of a request: {limits.max_request_points} points read (series x "
-                f"points per series, summed over its targets) and {limits.max_computed_points} "
-                "computed by its functions and operators (422 past either)."
+                f"points per series, summed over its targets), {limits.max_computed_points} "
+                f"computed by its functions and operators, and {limits.max_answer_points} in "
+                "its answer (series x times, and their labels; 422 past any)."
             ),
         },
         "paths": paths,
