@@ -198,7 +198,7 @@ def test_a_numbered_chunk_sent_twice_is_applied_once(
     chunks, _, _ = prepare(store.context, {1_700_000_000: {"clash": 1, "fine": 1}})
     first = store.write_chunk(chunks[0], "w", 1)
     again = store.write_chunk(chunks[0], "w", 1)  # the reply of the first was "lost"
-    assert first == (False, 1) and again == (True, 0)
+    assert first == (False, 1, 0) and again == (True, 0, 0)
     assert sum(n for _, n in store.get("fine", 60)) == 1  # applied once
     assert redis_client.get("writer:w") == "1" and redis_client.ttl("writer:w") == -1
 

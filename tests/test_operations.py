@@ -89,7 +89,7 @@ def test_a_numbered_chunk_is_applied_at_most_once() -> None:
     )
     assert plain(sent[0]) == [("WATCH", "writer:w1"), ("GET", "writer:w1")]
     assert plain(sent[1])[-2:] == [("SET", "writer:w1", 7), ("ZADD", "writers:", T0, "w1")]
-    assert written == (False, 0)
+    assert written == (False, 0, 0)
     # sent again after a lost reply: the number is there, nothing is written
     sent, written = drive(writing.write_chunk(CTX, chunk, "w1", 7), ["OK", "7"], ["OK"])
     assert written.duplicate and plain(sent[1]) == [("UNWATCH",)]

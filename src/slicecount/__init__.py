@@ -25,7 +25,14 @@ from slicecount.errors import (
 if TYPE_CHECKING:
     from slicecount.middleware.limit import limit
     from slicecount.middleware.throttle import Throttle
-    from slicecount.recording.default import annotate, configure, event, get_recorder, unique
+    from slicecount.recording.default import (
+        annotate,
+        configure,
+        event,
+        get_recorder,
+        observe,
+        unique,
+    )
     from slicecount.recording.lifecycle import close_all
     from slicecount.recording.recorder import Recorder
     from slicecount.store import Store
@@ -45,6 +52,7 @@ _LAZY = {
     "get_recorder": "slicecount.recording.default",
     "limit": "slicecount.middleware.limit",
     "Limiter": "slicecount.throttle.limiter",
+    "observe": "slicecount.recording.default",
     "Throttle": "slicecount.middleware.throttle",
     "unique": "slicecount.recording.default",
 }
@@ -82,6 +90,7 @@ __all__ = [
     "event",
     "get_recorder",
     "limit",
+    "observe",
     "parse_series",
     "series_id",
     "unique",

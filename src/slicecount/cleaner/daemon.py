@@ -56,6 +56,7 @@ class PassStats:
     slowest_call_ms: float = 0.0  # round trip, as the cleaner waited for it
     longest_hold_ms: float = 0.0  # server time: how long one call kept Redis from others
     annotations: int = 0
+    exemplars: int = 0
     uniques: int = 0
     writers: int = 0
     seconds: float = 0.0
@@ -80,6 +81,7 @@ class PassStats:
             "slicecount.cleaner.bad_keys": self.bad,
             "slicecount.cleaner.writers_forgotten": self.writers,
             "slicecount.cleaner.uniques_forgotten": self.uniques,
+            "slicecount.cleaner.exemplars_expired": self.exemplars,
             "slicecount.cleaner.duration_ms": round(self.seconds * 1000),
         }
 
@@ -154,6 +156,7 @@ class Cleaner:
             stats.annotations = self._run(
                 trimming.trim_annotations, annotation_cutoff(settings, now)
             )
+            stats.exemplars = self._run(trimming.trim_exemplars, now - settings.exemplar_retention)
             # unique series whose keys expired by themselves
             stats.uniques = self._run(trimming.forget_uniques, now)
             quiet_since = ahead_of - WRITER_MEMORY
@@ -165,13 +168,13 @@ class Cleaner:
         self._record(stats)
         logger.info(
             "pass %d%s: precisions %s (swept %s), %d hashes, %d fields deleted, "
-            "%d hashes forgotten, %d full trims, %d bad keys, %d annotations, "
+            "%d hashes forgotten, %d full trims, %d bad keys, %d annotations, %d exemplars, "
             "%d writers forgotten, %d unique series forgotten, %d calls "
             "(slowest %.1f ms, held Redis %.1f ms at most), %.2f s",
             index, " (interrupted)" if stats.interrupted else "", stats.precisions,
             stats.swept, stats.hashes, stats.deleted, stats.removed, stats.full, stats.bad,
-            stats.annotations, stats.writers, stats.uniques, stats.calls, stats.slowest_call_ms,
-            stats.longest_hold_ms, stats.seconds,
+            stats.annotations, stats.exemplars, stats.writers, stats.uniques, stats.calls,
+            stats.slowest_call_ms, stats.longest_hold_ms, stats.seconds,
         )  # fmt: skip
         return stats
 

@@ -19,8 +19,10 @@ from slicecount.config.defaults import (
     BLOCKS_RETENTION,
     CLUSTER_SHARDS,
     DEFAULT_CLOSE_TIMEOUT,
+    DEFAULT_EXEMPLAR_RETENTION,
     DEFAULT_FLUSH_INTERVAL,
     DEFAULT_LAYOUT,
+    DEFAULT_MAX_EXEMPLARS,
     DEFAULT_MAX_FUTURE,
     DEFAULT_MAX_METRICS,
     DEFAULT_MAX_PENDING,
@@ -33,6 +35,7 @@ from slicecount.config.defaults import (
     DEFAULT_THROTTLE_DEADLINE,
     DEFAULT_UNIQUE_EXACT_CAP,
     LAYOUTS,
+    TRACE_ID_PLACEHOLDER,
 )
 from slicecount.config.environment import ENV_PREFIX, warn_unknown
 from slicecount.config.parsing import (
@@ -113,6 +116,15 @@ class Settings:
     sweep_period: float = DEFAULT_SWEEP_PERIOD
     """Seconds between two cleaner sweeps of a precision (slices longer than this: one slice);
     the time of the last complete sweep is kept in Redis, so cron and restarts honour it."""
+    max_exemplars: int = DEFAULT_MAX_EXEMPLARS
+    """Exemplars (a traced request's trace id beside its duration bucket) kept per shard,
+    oldest out first, as Prometheus bounds its own; 0 turns exemplars off: none is captured."""
+    exemplar_retention: int = DEFAULT_EXEMPLAR_RETENTION
+    """Seconds the cleaner keeps an exemplar (the bound may drop it sooner)."""
+    trace_url: str | None = None
+    """A link to one trace, ``${__value.raw}`` standing for its id (Grafana's syntax), e.g.
+    ``http://jaeger:16686/trace/${__value.raw}``: the built-in page links each exemplar to it,
+    and the shipped Grafana provisioning hands it to the Prometheus datasource."""
     _retention: Mapping[int, int] = field(init=False, repr=False, compare=False)
     _defaulted: frozenset[str] = field(init=False, repr=False, compare=False)
     """Which of precisions, retention and unique precisions were left to their defaults
@@ -175,6 +187,18 @@ class Settings:
         if self.unique_retention is not None:
             set_(self, "unique_retention", integer("unique_retention", self.unique_retention))
         set_(self, "max_pending", integer("max_pending", self.max_pending))
+        set_(self, "max_exemplars", integer("max_exemplars", self.max_exemplars, minimum=0))
+        kept = integer("exemplar_retention", self.exemplar_retention)
+        set_(self, "exemplar_retention", kept)
+        if self.trace_url == "":
+            set_(self, "trace_url", None)
+        if self.trace_url is not None and (
+            not isinstance(self.trace_url, str) or TRACE_ID_PLACEHOLDER not in self.trace_url
+        ):
+            raise ConfigurationError(
+                f"trace_url must be a URL with {TRACE_ID_PLACEHOLDER} where the trace id goes, "
+                f"got {self.trace_url!r}"
+            )
         per_metric = integer("max_series_per_metric", self.max_series_per_metric)
         set_(self, "max_series_per_metric", per_metric)
         if self.token is not None and not isinstance(self.token, str):

@@ -53,6 +53,15 @@ DEFAULT_UNIQUE_EXACT_CAP = 1000
 """Values an exact-mode slice lists before it counts by its HyperLogLog alone."""
 DEFAULT_THROTTLE_DEADLINE = 0.005
 """Seconds a rate-limit check waits on Redis (a few ms: a request must not wait longer)."""
+DEFAULT_MAX_EXEMPLARS = 100_000
+"""Exemplars kept per shard, oldest out first: Prometheus's default bound
+(``--storage.tsdb.max-exemplars``), about 16 MB of Redis (docs/exemplars.md)."""
+DEFAULT_EXEMPLAR_RETENTION = 14 * 86_400
+"""Seconds an exemplar is kept: Grafana Tempo's default trace retention (a link to a trace
+its backend no longer holds leads nowhere)."""
+TRACE_ID_PLACEHOLDER = "${__value.raw}"
+"""What stands for a trace id in ``trace_url``: Grafana's own syntax, so one setting serves
+its provisioning and the built-in page."""
 DEFAULT_SWEEP_PERIOD = 3600.0
 """Seconds between two cleaner sweeps of a precision (the pass that lists every hash)."""
 CLUSTER_SHARDS = 64

@@ -27,6 +27,11 @@ as above)::
     P known:            ZSET    member 0:<series> (one per series: 0 stands for every precision)
     P marks:            ZSET    member writer id, score: the oldest second it may still send
 
+Exemplars (either layout; sharded as above, a series' exemplars in its shard)::
+
+    P exemplars:        ZSET    score 0, member <slot>:<digest>:<exemplar>: sorted by slot (the
+                                epoch minute, 10 digits) first, so the oldest rank first
+
 A rate limit's hits (whatever the shard count: the identity is the hash tag)::
 
     P throttle:{<identity>}:<amount>/<seconds>:<window>   STRING  hits, expiring by itself
@@ -152,6 +157,11 @@ class KeySpace:
         ``shard`` (written in its chunks' transactions, so it lives in the shard's slot)."""
         return self._registry("marks", shard)
 
+    def exemplars(self, shard: int = 0) -> str:
+        """The ZSET of the exemplars of ``shard``'s series (in the shard's slot, so a flush
+        chunk writes them in its transaction)."""
+        return self._registry("exemplars", shard)
+
     def uniques(self, shard: int = 0) -> str:
         """The registry ZSET of the unique series of one shard."""
         return self._registry("uniques", shard)
@@ -244,6 +254,39 @@ class KeySpace:
     def series_member(series_id: str) -> str:
         """Blocks layout: the one registry member of a series, for every precision."""
         return f"{EVERY_PRECISION}:{series_id}"
+
+    @staticmethod
+    def exemplar_slot(slot: int, series_id: str) -> str:
+        """What every member of one (slot, series) begins with: ``<slot>:<digest>:``."""
+        return f"{slot:010d}:{series_digest(series_id)}:"
+
+    @staticmethod
+    def exemplar_digest(series_id: str) -> str:
+        """The series' part of its exemplar members (its digest, as its blocks' keys)."""
+        return series_digest(series_id)
+
+    @staticmethod
+    def lex_range_slot(slot_prefix: str) -> tuple[str, str]:
+        """ZRANGEBYLEX bounds of the members of one (slot, series) (';' sorts after ':')."""
+        return f"[{slot_prefix}", f"({slot_prefix[:-1]};"
+
+    @staticmethod
+    def lex_range_slots(first: int, last: int) -> tuple[str, str]:
+        """ZRANGEBYLEX bounds of the exemplars of slots ``first`` to ``last``."""
+        return f"[{first:010d}:", f"({last + 1:010d}:"
+
+    @staticmethod
+    def lex_range_before(slot: int) -> tuple[str, str]:
+        """ZRANGEBYLEX bounds of the exemplars of every slot before ``slot``."""
+        return "-", f"({max(slot, 0):010d}:"
+
+    @staticmethod
+    def parse_exemplar_member(member: str) -> tuple[int, str, str]:
+        """``(slot, digest, exemplar)`` of a member; ValueError for anything else."""
+        slot, digest, rest = member.split(":", 2)
+        if len(slot) != 10 or not slot.isdigit() or len(digest) != 16:
+            raise ValueError(f"malformed exemplar member {member[:80]!r}")
+        return int(slot), digest, rest
 
     @staticmethod
     def member(precision: int, series_id: str) -> str:

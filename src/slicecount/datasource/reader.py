@@ -16,6 +16,7 @@ from contextlib import AbstractContextManager
 from typing import Any, TypeVar
 
 from slicecount.config import Settings
+from slicecount.core.exemplars import Exemplar
 from slicecount.core.histogram import BUCKET_SUFFIX
 from slicecount.core.series import parse
 from slicecount.datasource.chunked_reads import READS_IN_FLIGHT, start_reads, union_parts
@@ -224,6 +225,12 @@ class Reader:
     ) -> list[dict[str, Any]]:
         """Annotations from ``start`` to ``end`` having all ``tags``, at most ANNOTATION_LIMIT."""
         return await self.store.annotations(start, end, tags, ANNOTATION_LIMIT)
+
+    async def exemplars(
+        self, ids: Sequence[str], start: float, end: float
+    ) -> dict[str, list[Exemplar]]:
+        """The exemplars of bucket series ``ids`` from ``start`` to ``end``, oldest first."""
+        return await self.store.exemplars(ids, start, end)
 
     async def read_slices(
         self,

@@ -53,6 +53,8 @@ SeriesNamer = Callable[[str, Labels], str]
 """(metric name, labels) -> series id, validated; ValueError for a name or label it refuses."""
 Entries = tuple[tuple[str, int], ...]
 """(series id, n) pairs to count at one instant."""
+DURATION_BUCKET = 1
+"""Where the duration's bucket is among a request's entries (what an exemplar annotates)."""
 
 
 @dataclass(frozen=True)

@@ -14,9 +14,10 @@ from contextvars import ContextVar, Token
 from typing import TypedDict, cast
 
 from slicecount.config import Settings
+from slicecount.core.exemplars import ExemplarLabels
 from slicecount.core.histogram import DEFAULT_COUNT_BUCKETS, DEFAULT_DURATION_BUCKETS
 from slicecount.core.series import Labels, LabelValue
-from slicecount.middleware._core import UNIQUE_CLIENTS_METRIC, RequestMapping
+from slicecount.middleware._core import DURATION_BUCKET, UNIQUE_CLIENTS_METRIC, RequestMapping
 from slicecount.middleware.throttle import Throttle
 from slicecount.recording import default
 from slicecount.recording.recorder import Recorder
@@ -37,6 +38,7 @@ class CountingOptions(TypedDict, total=False):
     query_buckets: Iterable[float]
     track_queries: bool
     unique_clients: KeyFunction | bool | None
+    exemplars: bool
 
 
 class Options(CountingOptions, total=False):
@@ -191,6 +193,7 @@ class RequestCounter:
         query_buckets: Iterable[float] = DEFAULT_COUNT_BUCKETS,
         track_queries: bool = False,
         unique_clients: KeyFunction | bool | None = None,
+        exemplars: bool = True,
     ) -> None:
         self.source = RecorderSource(recorder, settings)
         if unique_clients is True:
@@ -212,6 +215,9 @@ class RequestCounter:
         self.source.watch(self.mapping.forget)
         self.excluded = self.mapping.excluded
         self.track_queries = track_queries
+        self.exemplars = exemplars
+        """Whether a traced request's duration keeps an exemplar (the shells look for the
+        trace only then)."""
         self._warned = False
 
     def end(
@@ -221,9 +227,10 @@ class RequestCounter:
         route: str | None,
         status: int,
         peer: Peer | None = None,
+        trace: ExemplarLabels | None = None,
     ) -> None:
-        """Count a finished request (and, with ``unique_clients``, its client: ``peer``).
-        Never raises."""
+        """Count a finished request (and, with ``unique_clients``, its client: ``peer``;
+        ``trace``: the labels of its trace, kept as its duration's exemplar). Never raises."""
         seconds = time.perf_counter() - inflight.started
         queries = None
         scope = inflight.scope
@@ -237,7 +244,11 @@ class RequestCounter:
         if recorder is None:
             return
         try:
-            recorder.add_ids(self.mapping.entries(method, route, status, seconds, queries))
+            entries = self.mapping.entries(method, route, status, seconds, queries)
+            if trace is None:
+                recorder.add_ids(entries)
+            else:  # the duration's bucket is the second entry (RequestMapping.entries)
+                recorder.add_ids(entries, exemplar=(entries[DURATION_BUCKET][0], trace, seconds))
             if self.unique_key is not None and peer is not None:
                 client = self.unique_key(peer)
                 if client is not None:

@@ -2,7 +2,9 @@
 
 Not ``BaseHTTPMiddleware``: the status is caught by wrapping ``send``, streaming responses are
 timed to their last body chunk, websocket scopes pass straight through, and lifespan passes
-through with the Recorder flushed when the app finishes shutting down.
+through with the Recorder flushed when the app finishes shutting down. A traced request's trace
+(``traces``) is looked for when it ends, in the context of the app's last ``send``: the span an
+OpenTelemetry middleware inside or around this one keeps current there.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from typing import TYPE_CHECKING, Any
 
 from slicecount.errors import MissingExtra
+from slicecount.middleware import traces
 from slicecount.middleware._shell import InFlight, Options, RequestCounter, split_options
 from slicecount.middleware.routes import starlette_route
 from slicecount.middleware.throttle import PASS, Outcome
@@ -183,4 +186,7 @@ class _Exchange(InFlight):
             route = None
         counter = middleware.counter
         peer = Peer.of_scope(scope) if counter.unique_key is not None else None
-        counter.end(self, scope.get("method", ""), route, status, peer)
+        trace = None
+        if counter.exemplars:
+            trace = traces.trace_of(traces.asgi_traceparent(scope.get("headers", ())))
+        counter.end(self, scope.get("method", ""), route, status, peer, trace)

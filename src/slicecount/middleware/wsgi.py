@@ -2,7 +2,9 @@
 
 The duration covers the whole body iteration up to ``close()``; the status comes from
 ``start_response``. An app that raises is counted as 500 and the exception propagates
-unchanged; a client that goes away is counted when the server closes the body.
+unchanged; a client that goes away is counted when the server closes the body. A traced
+request's trace (``traces``) is looked for in ``start_response``, which the app calls while
+its OpenTelemetry span is current (Flask's instrumentation ends it before the body is read).
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ from collections.abc import Callable, Iterable, Iterator
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
+from slicecount.core.exemplars import ExemplarLabels
+from slicecount.middleware import traces
 from slicecount.middleware._shell import InFlight, Options, RequestCounter, split_options
 from slicecount.middleware.throttle import PASS, Outcome
 from slicecount.throttle.answers import REASONS, Answer, Headers
@@ -112,7 +116,7 @@ def _with_headers(start_response: StartResponse, extra: Headers) -> StartRespons
 class _Call(InFlight):
     """One request: its start_response, then its body, recorded when the server closes it."""
 
-    __slots__ = ("body", "environ", "middleware", "status", "upstream")
+    __slots__ = ("body", "environ", "middleware", "status", "trace", "traced", "upstream")
 
     def __init__(
         self, middleware: SliceCountMiddleware, environ: Environ, upstream: StartResponse
@@ -123,6 +127,8 @@ class _Call(InFlight):
         self.upstream = upstream
         self.status = 0
         self.body: Iterable[bytes] = ()
+        self.traced = False  # looked for (in start_response, or at the end without one)
+        self.trace: ExemplarLabels | None = None
 
     def start_response(
         self, status: str, headers: list[tuple[str, str]], exc_info: ExcInfo | None = None
@@ -131,6 +137,10 @@ class _Call(InFlight):
             self.status = int(status[:3])
         except (TypeError, ValueError):
             self.status = 0
+        middleware = self.middleware  # (None once the request was counted)
+        if not self.traced and middleware is not None and middleware.counter.exemplars:
+            self.traced = True
+            self.trace = traces.trace_of(self.environ.get("HTTP_TRACEPARENT"))
         if exc_info is None:
             return self.upstream(status, headers)
         return self.upstream(status, headers, exc_info)
@@ -164,4 +174,6 @@ class _Call(InFlight):
             route = None
         counter = middleware.counter
         peer = Peer.of_environ(self.environ) if counter.unique_key is not None else None
-        counter.end(self, self.environ.get("REQUEST_METHOD", ""), route, status, peer)
+        if not self.traced and counter.exemplars:
+            self.trace = traces.trace_of(self.environ.get("HTTP_TRACEPARENT"))
+        counter.end(self, self.environ.get("REQUEST_METHOD", ""), route, status, peer, self.trace)

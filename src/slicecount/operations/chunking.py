@@ -4,6 +4,12 @@
 Counts of the same slice are summed and zero sums left out; a sum past 64 bits is left out and
 counted. In the book's layout a series is one HINCRBY per precision (``keys.layout``); in the
 blocks layout one, into its open hash at the finest precision (``keys.open_layout``).
+
+Exemplars go in the chunk of their series' shard, after its increments: each replaces what its
+(series, minute) held (``ZREMRANGEBYLEX`` and ``ZADD`` on the shard's sorted set), then the set
+is cut to ``max_exemplars``, oldest first, and its expiry pushed on (a set no one wrote to for
+``exemplar_retention`` holds nothing younger). Plain commands: a chunk applied once applies them
+once, and a copy sent again is dropped whole as its counts are.
 """
 
 from __future__ import annotations
@@ -13,6 +19,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from slicecount.core import exemplars as exemplar_codec
+from slicecount.core.exemplars import Exemplar
 from slicecount.core.histogram import SUM_SUFFIX
 from slicecount.core.key_layouts import Layout
 from slicecount.core.keys import KeySpace
@@ -26,6 +34,8 @@ CHUNK_INCREMENTS = 50_000
 40 ms of server time)."""
 Buffer = Mapping[int, Mapping[str, int]]
 """What a Recorder buffers: epoch second -> series id -> count."""
+ExemplarBuffer = Mapping[tuple[str, int], Exemplar]
+"""What a Recorder keeps of exemplars: (bucket series id, slot) -> the slot's last."""
 
 
 @dataclass
@@ -41,10 +51,18 @@ class Chunk:
     its precisions, and no histogram sum (micro-units)."""
     oldest: int | None = None
     """The oldest second it counts (the blocks layout's mark: ``write_chunk``)."""
+    samples: list[Command] = field(default_factory=list)
+    """The exemplars' commands, after the increments (``prepare``)."""
 
     @property
     def increments(self) -> int:
         return len(self.commands)
+
+    @property
+    def counting(self) -> int:
+        """How many of its transaction's first replies are the registry's and the counts'
+        (the exemplars' come after them)."""
+        return len(self.members) + len(self.commands)
 
     def add(self, registry: str, member: str, key: str, pairs: list[tuple[int, int]]) -> None:
         """One hash: its registry member and its (slice start, n) increments."""
@@ -66,7 +84,7 @@ class Chunk:
     def transaction(self, *after: Command) -> Batch:
         """MULTI, the members (ZADD NX per registry), the increments, ``after``, EXEC."""
         zadds: list[Command] = [("ZADD", r, "NX", *pairs) for r, pairs in self.members.items()]
-        return Batch([*zadds, *self.commands, *after], transaction=True, bulk=True)
+        return Batch([*zadds, *self.commands, *self.samples, *after], transaction=True, bulk=True)
 
 
 class _Chunks:
@@ -106,9 +124,10 @@ def layouts(ctx: Context) -> Callable[[str, tuple[int, ...]], Layout]:
     return keys.open_layout if ctx.settings.layout == "blocks" else keys.layout
 
 
-def prepare(ctx: Context, buffer: Buffer) -> Prepared:
+def prepare(ctx: Context, buffer: Buffer, exemplars: ExemplarBuffer | None = None) -> Prepared:
     """A Recorder's buffer (or a checked batch) as chunks: counts of the same slice summed,
-    zero sums left out, one chunk per shard and ``CHUNK_INCREMENTS``."""
+    zero sums left out, one chunk per shard and ``CHUNK_INCREMENTS``; ``exemplars`` in the
+    chunks of their shards."""
     precisions = ctx.settings.precisions
     layout_of = layouts(ctx)
     chunks = _Chunks()
@@ -126,10 +145,12 @@ def prepare(ctx: Context, buffer: Buffer) -> Prepared:
             chunk.add_series(layout, second, n)
             chunk.events += _events(series_id, n)
             chunks.close_if_full(chunk)
-        done = chunks.all()
-        for chunk in done:
+        for chunk in chunks.open.values():
             chunk.oldest = second
-        return Prepared(done, out_of_range)
+        for chunk in chunks.done:
+            chunk.oldest = second
+        _add_exemplars(ctx, chunks, exemplars)
+        return Prepared(chunks.all(), out_of_range)
     for shard, registry, member, key, slices, events in _summed(ctx, buffer):
         fitting = [(s, n) for s, n in slices.items() if n and INT64_MIN <= n <= INT64_MAX]
         out_of_range += sum(1 for n in slices.values() if not INT64_MIN <= n <= INT64_MAX)
@@ -138,14 +159,43 @@ def prepare(ctx: Context, buffer: Buffer) -> Prepared:
             chunk.add(registry, member, key, fitting)
             chunk.events += events
             chunks.close_if_full(chunk)
+    _add_exemplars(ctx, chunks, exemplars)
     return Prepared(chunks.all(), out_of_range)
 
 
-def prepare_safely(ctx: Context, buffer: Buffer) -> Prepared:
+def _add_exemplars(ctx: Context, chunks: _Chunks, exemplars: ExemplarBuffer | None) -> None:
+    """Each exemplar into its shard's open chunk (one made if the counts left none), then
+    each such chunk's set cut to the bound and its expiry pushed on."""
+    bound = ctx.settings.max_exemplars
+    if not exemplars or bound <= 0:
+        return
+    keys = ctx.keys
+    touched: dict[int, Chunk] = {}
+    for (series_id, slot), exemplar in exemplars.items():
+        shard = keys.shard(series_id)
+        chunk = touched.get(shard)
+        if chunk is None:
+            chunk = touched[shard] = chunks.of(shard)
+        key = keys.exemplars(shard)
+        prefix = keys.exemplar_slot(slot, series_id)
+        low, high = keys.lex_range_slot(prefix)
+        chunk.samples.append(("ZREMRANGEBYLEX", key, low, high))
+        chunk.samples.append(("ZADD", key, 0, prefix + exemplar_codec.encode(exemplar)))
+    retention = ctx.settings.exemplar_retention
+    for shard, chunk in touched.items():
+        key = keys.exemplars(shard)
+        chunk.samples.append(("ZREMRANGEBYRANK", key, 0, -bound - 1))
+        chunk.samples.append(("EXPIRE", key, retention))
+
+
+def prepare_safely(
+    ctx: Context, buffer: Buffer, exemplars: ExemplarBuffer | None = None
+) -> Prepared:
     """``prepare()``, or if that ever fails (a bug: the Recorder checks every entry), the same
-    entry by entry, so that one bad entry costs only itself (``failed`` counts them)."""
+    entry by entry, so that one bad entry costs only itself (``failed`` counts them; the
+    exemplars are left out then: samples, not counts)."""
     try:
-        return prepare(ctx, buffer)
+        return prepare(ctx, buffer, exemplars)
     except Exception:
         logger.exception("slicecount could not prepare a flush; isolating the bad entries")
         return prepare_each(ctx, buffer)

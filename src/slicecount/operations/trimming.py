@@ -1,5 +1,5 @@
 """The cleaner's Redis operations: trim a chunk, the lease, the cutoffs and sweeps, old
-annotations, quiet writers. Pure. Every script call declares each key it touches (on a
+annotations and exemplars, quiet writers. Pure. Every script call declares each key it touches (on a
 cluster: one slot)."""
 
 from __future__ import annotations
@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from slicecount.core.exemplars import slot_of
 from slicecount.errors import ConfigurationError
 from slicecount.operations.batches import Batch, Context, Operation, ScriptCall, pairs
 
@@ -18,6 +19,8 @@ MAX_NAMED = 4000
 """Most slices one trim deletes by name in a hash (past it, listing is as cheap)."""
 QUIET_WRITERS = 1000
 """Most quiet writers of a shard forgotten in one pass."""
+EXEMPLARS_PER_CALL = 2000
+"""Most exemplars one command of the cleaner removes (about a millisecond of Redis)."""
 
 
 @dataclass(frozen=True)
@@ -172,3 +175,21 @@ def trim_annotations(ctx: Context, before: float) -> Operation[int]:
         [("ZREMRANGEBYSCORE", ctx.keys.annotations(), "-inf", f"({before_ms}")]
     )
     return int(removed)
+
+
+def trim_exemplars(ctx: Context, before: float) -> Operation[int]:
+    """Drop every shard's exemplars of the minutes before the one of ``before`` (epoch
+    seconds), at most ``EXEMPLARS_PER_CALL`` a command (each shard's probed first, all in
+    one round trip); return how many went."""
+    keys = ctx.keys
+    low, high = keys.lex_range_before(slot_of(before))
+    removed = 0
+    shards = list(range(keys.shards))
+    while shards:
+        probe = ("LIMIT", EXEMPLARS_PER_CALL - 1, 1)  # the last member one command may take
+        lasts = yield Batch([("ZRANGEBYLEX", keys.exemplars(s), low, high, *probe) for s in shards])
+        cuts = zip(shards, [f"[{last[0]}" if last else high for last in lasts], strict=True)
+        replies = yield Batch([("ZREMRANGEBYLEX", keys.exemplars(s), low, cut) for s, cut in cuts])
+        removed += sum(int(n) for n in replies)
+        shards = [s for s, last in zip(shards, lasts, strict=True) if last]
+    return removed

@@ -31,10 +31,12 @@ than this (Redis unreachable from its writer for a week) could apply twice."""
 
 class Written(NamedTuple):
     """What one chunk did: applied before (a resend: nothing written now), and the commands
-    Redis refused inside it (the refusals of a first copy whose reply was lost are unknown)."""
+    Redis refused inside it (the refusals of a first copy whose reply was lost are unknown):
+    its counts', and its exemplars' (samples: no count lost)."""
 
     duplicate: bool
     refused: int
+    samples_refused: int = 0
 
 
 def write_chunk(
@@ -58,7 +60,7 @@ def write_chunk(
     """
     if writer is None or seq is None:
         replies = yield chunk.transaction()
-        return Written(False, _refused(replies))
+        return _written(chunk, replies)
     keys = ctx.keys
     writer_key, writers = keys.writer(writer, chunk.shard), keys.writers(chunk.shard)
     while True:
@@ -79,7 +81,13 @@ def write_chunk(
             note += (("ZADD", keys.marks(chunk.shard), oldest, writer),)
         replies = yield chunk.transaction(*note)
         if replies:  # empty: a copy of this chunk changed the key meanwhile; look again
-            return Written(False, _refused(replies[: -len(note)]))
+            return _written(chunk, replies[: -len(note)])
+
+
+def _written(chunk: Chunk, replies: list[Any]) -> Written:
+    """What an applied chunk's replies say (the note after them left out)."""
+    counting = chunk.counting
+    return Written(False, _refused(replies[:counting]), _refused(replies[counting:]))
 
 
 def _mark(oldest: int | None, held: int | None) -> int | None:

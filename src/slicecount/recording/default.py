@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from slicecount.config import Settings
+from slicecount.core.histogram import DEFAULT_DURATION_BUCKETS
 from slicecount.core.series import LabelValue
 from slicecount.recording.recorder import Recorder
 from slicecount.store import Store
@@ -88,6 +89,24 @@ def unique(
     recorder = _recorder or _first_use("unique")
     if recorder is not None:
         recorder.add_unique(name, value, labels or None, exact=exact, first_seen=first_seen)
+
+
+def observe(
+    name: str,
+    value: float,
+    /,
+    *,
+    exemplar: Mapping[str, str] | None = None,
+    buckets: Iterable[float] = DEFAULT_DURATION_BUCKETS,
+    **labels: LabelValue,
+) -> None:
+    """Observe ``value`` now in the histogram ``name`` (a duration in seconds, a size...),
+    e.g. ``slicecount.observe("job.duration", 2.5, queue="mail", exemplar={"trace_id": t,
+    "span_id": s})``: its bucket counts, its sum, and the exemplar kept beside the bucket.
+    Never raises, never waits on the network."""
+    recorder = _recorder or _first_use("observe")
+    if recorder is not None:
+        recorder.observe(name, value, labels or None, exemplar=exemplar, buckets=buckets)
 
 
 def annotate(

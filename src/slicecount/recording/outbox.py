@@ -34,6 +34,7 @@ class Outbox:
 
     def __init__(self) -> None:
         self.failing = False
+        self.warned_samples = False
         self.reset()
 
     def reset(self) -> None:
@@ -96,6 +97,9 @@ class Outbox:
                 if written.refused:
                     error = refused_by_redis("redis refused increments (a key of another type?)")
                     refuse(error, written.refused)
+                if written.samples_refused and not self.warned_samples:
+                    self.warned_samples = True  # samples, not counts: said once, never counted
+                    logger.warning("redis refused exemplars (a key of another type?)")
                 self.duplicates += written.duplicate
             self._queue.popleft()
         if self.failing:

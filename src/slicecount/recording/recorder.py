@@ -7,18 +7,24 @@ that records, swaps the buffer every ``flush_interval`` seconds, prepares it as 
 numbered chunks (``chunking.prepare``) and delivers them through the ``Outbox``: a chunk whose
 outcome is unknown is sent again unchanged and Redis applies it at most once. While Redis is
 away new counts keep buffering; past ``max_pending`` entries the oldest are dropped and their
-counts written later as ``slicecount.dropped``. After ``fork()`` the child starts empty with a
-writer id of its own; at interpreter exit the buffer is flushed.
+counts written later as ``slicecount.dropped``. An observation of a traced request (or one the
+app gives with ``exemplar=``) also keeps an exemplar (``exemplar_buffer``), written with the
+counts in the same transactions. After ``fork()`` the child starts empty with a writer id of
+its own; at interpreter exit the buffer is flushed.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
-from collections.abc import Sequence
+from bisect import bisect_left
+from collections.abc import Iterable, Mapping, Sequence
 
 from slicecount.config.topology import redact
+from slicecount.core.exemplars import ExemplarLabels, check_labels
+from slicecount.core.histogram import DEFAULT_DURATION_BUCKETS, MICRO, HistogramLayout
 from slicecount.core.series import Labels, shown
 from slicecount.errors import ConfigurationError
 from slicecount.operations.batches import Clock
@@ -27,6 +33,7 @@ from slicecount.operations.chunking import prepare_safely
 from slicecount.recording import lifecycle
 from slicecount.recording.admission import Admission, Warnings
 from slicecount.recording.count_buffer import Counts
+from slicecount.recording.exemplar_buffer import Exemplars
 from slicecount.recording.flusher import flush_every, flush_until_written
 from slicecount.recording.losses import REASONS, Losses
 from slicecount.recording.outbox import Outbox
@@ -39,6 +46,10 @@ MAX_BACKOFF = 10.0
 """Longest pause in seconds between two flush attempts while Redis is unreachable."""
 
 Entries = Sequence[tuple[str, int]]  # (series id from series_id(), count)
+Sample = tuple[str, ExemplarLabels, float]
+"""An exemplar to keep: (bucket series id from series_id(), its labels, the value observed)."""
+MAX_HISTOGRAMS = 10_000
+"""(name, labels, buckets) of ``observe()`` whose series ids are remembered."""
 
 
 class Recorder:
@@ -72,6 +83,11 @@ class Recorder:
         self._outbox = Outbox()
         self._counts = Counts(self.max_pending, self.max_future, clock, self._drop)
         self._uniques = UniqueValues(self.max_pending, settings, clock, self._drop)
+        self._exemplars = Exemplars(self.max_pending)
+        self.keeps_exemplars = settings.max_exemplars > 0
+        """Whether an observation's exemplar is kept (``max_exemplars`` is not 0)."""
+        self._histograms: dict[tuple[object, ...], tuple[tuple[str, ...], str, tuple[float, ...]]]
+        self._histograms = {}
         self.reset()
         lifecycle.track(self)
 
@@ -82,6 +98,7 @@ class Recorder:
         self._losses = Losses()
         self._counts.reset(self._lock)
         self._uniques.reset(self._lock)
+        self._exemplars.reset(self._lock)
         self._outbox.reset()
         self._admission.after_fork()
         self._stop = threading.Event()
@@ -144,9 +161,56 @@ class Recorder:
         folded into ``name{overflow="true"}`` past ``max_series_per_metric`` label sets."""
         return self._admission.series_id(name, labels)
 
-    def add_ids(self, entries: Entries, now: float | None = None) -> None:
+    def observe(
+        self,
+        name: str,
+        value: float,
+        labels: Labels | None = None,
+        *,
+        exemplar: Mapping[str, str] | None = None,
+        buckets: Iterable[float] = DEFAULT_DURATION_BUCKETS,
+        now: float | None = None,
+    ) -> None:
+        """Observe ``value`` in the histogram ``name`` (``name.bucket{le}`` counts and the
+        ``name.sum_us`` sum, as the middleware's durations); ``exemplar``: its labels
+        (``{"trace_id": ..., "span_id": ...}``) kept with the observation. Never raises."""
+        try:
+            bucket_ids, sum_id, bounds = self._histogram(name, labels, buckets)
+            if (value.__class__ is not float and value.__class__ is not int) or not math.isfinite(
+                value
+            ):
+                raise ConfigurationError(f"observed {shown(value)}: not a number", "not_a_count")
+            bucket = bucket_ids[bisect_left(bounds, value)]
+            sample = None
+            if exemplar is not None and self.keeps_exemplars:
+                sample = (bucket, check_labels(exemplar), float(value))
+        except Exception as exc:  # a counting bug must never reach the caller's request
+            self.refuse(exc)
+            return
+        self.add_ids(((bucket, 1), (sum_id, int(value * MICRO))), now, sample)
+
+    def _histogram(
+        self, name: str, labels: Labels | None, buckets: Iterable[float]
+    ) -> tuple[tuple[str, ...], str, tuple[float, ...]]:
+        """The ids of a histogram's buckets and sum for ``labels``, and its bounds
+        (remembered: ``observe`` is on the app's request path)."""
+        bounds = buckets if isinstance(buckets, tuple) else tuple(buckets)
+        key = (name, tuple(labels.items()) if labels else (), bounds)
+        found = self._histograms.get(key)
+        if found is None:
+            layout = HistogramLayout(name, bounds)
+            ids, sum_id = layout.series_ids(self.series_id, labels or {})
+            if len(self._histograms) >= MAX_HISTOGRAMS:
+                self._histograms.clear()
+            found = self._histograms[key] = (ids, sum_id, layout.bounds)
+        return found
+
+    def add_ids(
+        self, entries: Entries, now: float | None = None, exemplar: Sample | None = None
+    ) -> None:
         """Count several (id from ``series_id()``, n) pairs at one instant under one lock: what
-        the middleware records per request. Never raises."""
+        the middleware records per request; ``exemplar``: an observation among them to keep
+        as an exemplar (when ``keeps_exemplars``). Never raises."""
         if not entries:
             return
         issued = self._admission.issued
@@ -162,7 +226,10 @@ class Recorder:
             self.refuse(exc, sum(_events(m) for _, m in entries))
             return
         first_id, first_n = entries[0]
-        self._add(now, first_id, first_n, entries)
+        if self._add(now, first_id, first_n, entries) and exemplar is not None:
+            if self.keeps_exemplars and exemplar[0] in issued:
+                when = self._clock() if now is None else now
+                self._exemplars.add(exemplar[0], exemplar[1], exemplar[2], when)
 
     def refuse(self, error: Exception, events: int = 1) -> None:
         """Count ``events`` lost to ``error`` as ``slicecount.rejected{reason}`` (the error's
@@ -175,12 +242,15 @@ class Recorder:
         if self._thread is None:
             self._start()
 
-    def _add(self, now: float | None, series_id: str, n: int, more: Entries | None = None) -> None:
+    def _add(self, now: float | None, series_id: str, n: int, more: Entries | None = None) -> bool:
+        """Count, True when counted (else refused and counted as refused)."""
         error = self._counts.add(now, series_id, n, more)
         if error is not None:
             self.refuse(error, sum(m for _, m in more) if more is not None else n)
-        elif self._thread is None:
+            return False
+        if self._thread is None:
             self._start()
+        return True
 
     def _drop(self, events: int) -> None:
         self._losses.dropped += events  # (the Recorder's lock held)
@@ -221,9 +291,10 @@ class Recorder:
             return False
         with self._lock:
             batch = self._losses.write_into(self._counts.take(), int(self._clock()))
-        if not batch:
+            exemplars = self._exemplars.take()
+        if not batch and not exemplars:
             return True
-        prepared = prepare_safely(self.store.context, batch)
+        prepared = prepare_safely(self.store.context, batch, exemplars)
         if prepared.failed:
             self.refuse(ConfigurationError("an entry could not be prepared"), prepared.failed)
         if prepared.out_of_range:
@@ -293,7 +364,13 @@ class Recorder:
 
     def has_unwritten(self) -> bool:
         """True while counts, loss counters or chunks in doubt wait to be written."""
-        return bool(self._counts.size or self._uniques.size or self._losses or len(self._outbox))
+        return bool(
+            self._counts.size
+            or self._uniques.size
+            or self._losses
+            or len(self._outbox)
+            or len(self._exemplars)
+        )
 
     def __enter__(self) -> Recorder:
         return self

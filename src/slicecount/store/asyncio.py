@@ -21,7 +21,14 @@ from redis.crc import key_slot
 
 from slicecount.config import Settings
 from slicecount.errors import StoreError
-from slicecount.operations import annotating, reading, unique_reading, unique_writing, writing
+from slicecount.operations import (
+    annotating,
+    exemplar_reading,
+    reading,
+    unique_reading,
+    unique_writing,
+    writing,
+)
 from slicecount.operations.batches import Batch, Context, Operation, ping
 from slicecount.store.failures import REDIS_ERRORS, refusal
 from slicecount.store.replies import ReplyReader, ScriptMissing
@@ -197,6 +204,7 @@ class AsyncStore(StoreBase["aioredis.Redis | AsyncCluster"]):
     read_stored = _awaiting(reading.read_stored)
     delete = _awaiting(reading.delete)
     annotations = _awaiting(annotating.find)
+    exemplars = _awaiting(exemplar_reading.read_exemplars)
     get_unique = _awaiting(unique_reading.get_unique)
     members = _awaiting(unique_reading.members)
     count_unions = _awaiting(unique_reading.count_unions)

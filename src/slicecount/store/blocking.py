@@ -21,7 +21,14 @@ from redis.sentinel import Sentinel
 
 from slicecount.config import Settings
 from slicecount.errors import StoreError
-from slicecount.operations import annotating, reading, unique_reading, unique_writing, writing
+from slicecount.operations import (
+    annotating,
+    exemplar_reading,
+    reading,
+    unique_reading,
+    unique_writing,
+    writing,
+)
 from slicecount.operations.batches import Batch, Context, Operation, ping
 from slicecount.store.failures import REDIS_ERRORS, refusal
 from slicecount.store.replies import ReplyReader, ScriptMissing
@@ -189,6 +196,7 @@ class Store(StoreBase["redis.Redis | RedisCluster"]):
     delete = _blocking(reading.delete)
     annotate = _blocking(annotating.annotate)
     annotations = _blocking(annotating.find)
+    exemplars = _blocking(exemplar_reading.read_exemplars)
     get_unique = _blocking(unique_reading.get_unique)
     members = _blocking(unique_reading.members)
     count_unions = _blocking(unique_reading.count_unions)

@@ -9,7 +9,7 @@ from typing import Any
 from urllib.parse import parse_qsl
 
 from slicecount.datasource.limits import LimitExceeded
-from slicecount.datasource.prometheus import api, lookups, results
+from slicecount.datasource.prometheus import api, exemplars, lookups, results
 from slicecount.datasource.prometheus.params import Params
 from slicecount.datasource.reader import Reader
 from slicecount.errors import ConfigurationError, MissingExtra, QueryError, StoreError
@@ -34,7 +34,7 @@ ENDPOINTS: dict[str, Handler] = {
     "/metadata": lookups.metadata,
     "/status/buildinfo": lookups.buildinfo,
     "/rules": lookups.rules,
-    "/query_exemplars": lookups.exemplars,
+    "/query_exemplars": exemplars.query_exemplars,
     "/label/{name}/values": lookups.label_values,
 }
 METHODS = ["GET", "POST"]

@@ -105,8 +105,3 @@ async def buildinfo(reader: Reader, params: Params) -> dict[str, Any]:
 async def rules(reader: Reader, params: Params) -> dict[str, Any]:
     """/api/v1/rules: slicecount evaluates no rules (Grafana's alerting does)."""
     return results.success({"groups": []})
-
-
-async def exemplars(reader: Reader, params: Params) -> dict[str, Any]:
-    """/api/v1/query_exemplars: none are kept."""
-    return results.success([])

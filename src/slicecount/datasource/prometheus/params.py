@@ -15,6 +15,9 @@ from slicecount.promql.durations import parse_duration
 
 MIN_TIME = -9_223_372_036.854775  # Prometheus' bounds (int64 milliseconds)
 MAX_TIME = 9_223_372_036.854775
+WIDEST_TIME = 9_223_372_036_854_775.0
+"""The latest time Prometheus parses anywhere (int64 milliseconds, in seconds): Grafana's
+exemplar probe sends milliseconds, which Prometheus takes for seconds far ahead."""
 
 
 class BadData(QueryError):
@@ -46,14 +49,14 @@ class Params:
             raise BadData(f"invalid parameter {name!r}: missing")
         return value
 
-    def time(self, name: str, default: float | None = None) -> float:
+    def time(self, name: str, default: float | None = None, limit: float = MAX_TIME) -> float:
         value = self.get(name)
         if value is None or value == "":
             if default is None:
                 raise BadData(f"invalid parameter {name!r}: missing")
             return default
         try:
-            return parse_time(value)
+            return parse_time(value, limit)
         except ValueError as exc:
             raise BadData(f"invalid parameter {name!r}: {exc}") from None
 
@@ -75,8 +78,9 @@ def _decimal(text: str) -> float:
     return float(text)
 
 
-def parse_time(text: str) -> float:
-    """``1700000000.123`` or RFC 3339 (``2023-11-14T22:13:20.123Z``), to the millisecond."""
+def parse_time(text: str, limit: float = MAX_TIME) -> float:
+    """``1700000000.123`` or RFC 3339 (``2023-11-14T22:13:20.123Z``), to the millisecond,
+    within ``-limit`` and ``limit``."""
     try:
         value = _decimal(text)
     except ValueError:
@@ -86,7 +90,7 @@ def parse_time(text: str) -> float:
             raise ValueError(f"cannot parse {text[:60]!r} to a valid timestamp") from None
         if "T" not in text or (text[-1] != "Z" and "+" not in text[10:] and "-" not in text[10:]):
             raise ValueError(f"cannot parse {text[:60]!r}: RFC 3339 needs a time zone") from None
-    if math.isnan(value) or not MIN_TIME <= value <= MAX_TIME:
+    if math.isnan(value) or not -limit <= value <= limit:
         raise ValueError(f"cannot parse {text[:60]!r} to a valid timestamp")
     return round(value * 1000) / 1000  # Prometheus keeps milliseconds
 

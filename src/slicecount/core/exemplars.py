@@ -1,0 +1,114 @@
+"""Exemplars: one observation of a histogram bucket kept with the trace it came from. Pure.
+
+An exemplar is what Prometheus keeps beside a bucket: its labels (``trace_id`` and ``span_id``,
+as prometheus_client writes them, or what the app gave), the value observed and when. slicecount
+keeps the last one of every (bucket series, minute) that had one, in a sorted set per shard
+(``keys.py`` names it and each member's slot); this module writes and reads what a member holds
+after its slot: ``<ms into the minute>:<value>:<labels>``.
+
+The labels of a traced request (a 32-digit trace id, a 16-digit span id, lower-case hex) are
+written as ``t`` and the 48 digits; any others as compact JSON. A member costs Redis about a
+hundred bytes more than what it holds (docs/exemplars.md).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from typing import NamedTuple
+
+from slicecount.core.series import is_label_name, shown
+from slicecount.errors import ConfigurationError
+
+TRACE_ID = "trace_id"
+"""The label of a trace's id (prometheus_client's and Grafana's name for it)."""
+SPAN_ID = "span_id"
+"""The label of the span's id."""
+PERIOD = 60
+"""Seconds of one exemplar slot: a bucket series keeps its last exemplar of every minute."""
+MAX_LABEL_CHARACTERS = 128
+"""OpenMetrics' bound on an exemplar's labels, names and values together."""
+
+ExemplarLabels = tuple[tuple[str, str], ...]
+"""An exemplar's labels, sorted by name."""
+
+_TRACE = re.compile(r"t([0-9a-f]{32})([0-9a-f]{16})\Z")
+
+
+class Exemplar(NamedTuple):
+    """One observation: its labels, its value and its time (epoch seconds, to the ms)."""
+
+    labels: ExemplarLabels
+    value: float
+    time: float
+
+
+def trace_labels(trace_id: str, span_id: str) -> ExemplarLabels:
+    """The labels of a traced observation (ids as lower-case hex, unchecked: the caller
+    parsed them)."""
+    return ((SPAN_ID, span_id), (TRACE_ID, trace_id))
+
+
+def check_labels(labels: Mapping[str, str]) -> ExemplarLabels:
+    """An app's exemplar labels, sorted; ConfigurationError for a name or value Prometheus
+    would refuse, or past ``MAX_LABEL_CHARACTERS``."""
+    if not isinstance(labels, Mapping) or not labels:
+        raise ConfigurationError(f"exemplar labels must be a non-empty mapping, got {labels!r}")
+    size = 0
+    for name, value in labels.items():
+        if not isinstance(name, str) or not is_label_name(name):
+            raise ConfigurationError(f"invalid exemplar label name {shown(name)}", "invalid_label")
+        if not isinstance(value, str):
+            raise ConfigurationError(
+                f"exemplar label {name!r} must be a string, got {shown(value)}", "invalid_label"
+            )
+        size += len(name) + len(value)
+    if size > MAX_LABEL_CHARACTERS:
+        raise ConfigurationError(
+            f"exemplar labels hold {size} characters, more than {MAX_LABEL_CHARACTERS}",
+            "too_long",
+        )
+    return tuple(sorted(labels.items()))
+
+
+def slot_of(time: float) -> int:
+    """The slot (epoch minute) an exemplar of ``time`` belongs to (by its millisecond, as
+    ``encode`` keeps it)."""
+    return round(time * 1000) // (PERIOD * 1000)
+
+
+def encode(exemplar: Exemplar) -> str:
+    """What a member holds after its slot. The time is kept to the millisecond, as
+    Prometheus keeps it."""
+    labels, value, time = exemplar
+    millis = round(time * 1000) % (PERIOD * 1000)
+    text = _compact(labels) or json.dumps(dict(labels), separators=(",", ":"), sort_keys=True)
+    return f"{millis}:{value!r}:{text}"
+
+
+def decode(slot: int, text: str) -> Exemplar:
+    """The exemplar a member of slot ``slot`` holds (``text``: after the slot); ValueError
+    for anything ``encode`` did not write."""
+    millis, value, labels = text.split(":", 2)
+    if not millis.isdigit() or not 0 <= int(millis) < PERIOD * 1000:
+        raise ValueError(f"malformed exemplar {text[:80]!r}")
+    number = float(value)
+    found = _TRACE.match(labels)
+    if found is not None:
+        pairs = trace_labels(found[1], found[2])
+    else:
+        parsed = json.loads(labels)
+        if not isinstance(parsed, dict) or not all(isinstance(v, str) for v in parsed.values()):
+            raise ValueError(f"malformed exemplar labels {labels[:80]!r}")
+        pairs = tuple(sorted(parsed.items()))
+    return Exemplar(pairs, number, (slot * PERIOD * 1000 + int(millis)) / 1000)
+
+
+def _compact(labels: ExemplarLabels) -> str | None:
+    """``t`` and the trace's and span's ids when they are all there is, as a traced request
+    has them; else None."""
+    if len(labels) != 2 or labels[0][0] != SPAN_ID or labels[1][0] != TRACE_ID:
+        return None
+    text = f"t{labels[1][1]}{labels[0][1]}"
+    return text if _TRACE.match(text) else None
