@@ -9,6 +9,11 @@ after its slot: ``<ms into the minute>:<value>:<labels>``.
 The labels of a traced request (a 32-digit trace id, a 16-digit span id, lower-case hex) are
 written as ``t`` and the 48 digits; any others as compact JSON. A member costs Redis about a
 hundred bytes more than what it holds (docs/exemplars.md).
+
+A request's path only notes its trace as it found it (a ``Trace``: the current span's ids, or
+the ``traceparent`` header's text); ``labels_of`` turns what is kept of it into labels when
+the buffer is flushed, once per (series, minute), not once per request. A ``traceparent`` is
+read as the W3C Trace Context says (level 1): anything else is no trace.
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 from slicecount.core.series import is_label_name, shown
 from slicecount.errors import ConfigurationError
@@ -33,7 +38,28 @@ MAX_LABEL_CHARACTERS = 128
 ExemplarLabels = tuple[tuple[str, str], ...]
 """An exemplar's labels, sorted by name."""
 
+
+class SpanIds(Protocol):
+    """What an OpenTelemetry span's context holds (read by ``labels_of``, at the flush)."""
+
+    @property
+    def trace_id(self) -> int: ...
+
+    @property
+    def span_id(self) -> int: ...
+
+
+Trace = ExemplarLabels | SpanIds | bytes | str
+"""How an observation's trace is noted on its path: labels (an app's), an OpenTelemetry
+span's context, or a ``traceparent`` header's value (``labels_of`` reads them)."""
+
 _TRACE = re.compile(r"t([0-9a-f]{32})([0-9a-f]{16})\Z")
+_TRACEPARENT = re.compile(
+    r"[ \t]*([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})(-[ -~]*)?[ \t]*\Z",
+    re.ASCII,
+)
+"""version-traceid-parentid-flags, a later version's fields after (W3C Trace Context)."""
+_ZEROS_32, _ZEROS_16 = "0" * 32, "0" * 16
 
 
 class Exemplar(NamedTuple):
@@ -48,6 +74,43 @@ def trace_labels(trace_id: str, span_id: str) -> ExemplarLabels:
     """The labels of a traced observation (ids as lower-case hex, unchecked: the caller
     parsed them)."""
     return ((SPAN_ID, span_id), (TRACE_ID, trace_id))
+
+
+def traceparent_labels(value: str | bytes) -> ExemplarLabels | None:
+    """The labels of a sampled ``traceparent`` (its trace id and parent id); None when it is
+    malformed or not sampled. Never raises."""
+    if isinstance(value, bytes):
+        try:
+            value = value.decode("ascii")
+        except UnicodeDecodeError:
+            return None
+    found = _TRACEPARENT.match(value) if isinstance(value, str) else None
+    if found is None:
+        return None
+    version, trace_id, parent_id, flags, more = found.groups()
+    if version == "ff" or (version == "00" and more is not None):
+        return None  # ff is forbidden; version 00 has exactly four fields
+    if trace_id == _ZEROS_32 or parent_id == _ZEROS_16 or not int(flags, 16) & 1:
+        return None
+    return trace_labels(trace_id, parent_id)
+
+
+def labels_of(trace: Trace) -> ExemplarLabels | None:
+    """The labels a noted trace stands for; None for a ``traceparent`` that is not a
+    sampled one (ignored: the client's, counted nowhere)."""
+    if isinstance(trace, bytes | str):
+        return traceparent_labels(trace)
+    if isinstance(trace, tuple) and all(isinstance(pair, tuple) for pair in trace):
+        return trace  # labels already  # type: ignore[return-value]
+    try:
+        trace_id, span_id = trace.trace_id, trace.span_id  # type: ignore[union-attr]
+    except AttributeError:
+        return None
+    if not (isinstance(trace_id, int) and isinstance(span_id, int)):
+        return None
+    if not 0 < trace_id < 1 << 128 or not 0 < span_id < 1 << 64:
+        return None  # no valid span has a zero id
+    return trace_labels(format(trace_id, "032x"), format(span_id, "016x"))
 
 
 def check_labels(labels: Mapping[str, str]) -> ExemplarLabels:

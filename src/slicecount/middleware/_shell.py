@@ -14,7 +14,7 @@ from contextvars import ContextVar, Token
 from typing import TypedDict, cast
 
 from slicecount.config import Settings
-from slicecount.core.exemplars import ExemplarLabels
+from slicecount.core.exemplars import Trace
 from slicecount.core.histogram import DEFAULT_COUNT_BUCKETS, DEFAULT_DURATION_BUCKETS
 from slicecount.core.series import Labels, LabelValue
 from slicecount.middleware._core import DURATION_BUCKET, UNIQUE_CLIENTS_METRIC, RequestMapping
@@ -227,10 +227,10 @@ class RequestCounter:
         route: str | None,
         status: int,
         peer: Peer | None = None,
-        trace: ExemplarLabels | None = None,
+        trace: Trace | None = None,
     ) -> None:
         """Count a finished request (and, with ``unique_clients``, its client: ``peer``;
-        ``trace``: the labels of its trace, kept as its duration's exemplar). Never raises."""
+        ``trace``: its trace, kept with its duration as an exemplar). Never raises."""
         seconds = time.perf_counter() - inflight.started
         queries = None
         scope = inflight.scope
@@ -248,7 +248,7 @@ class RequestCounter:
             if trace is None:
                 recorder.add_ids(entries)
             else:  # the duration's bucket is the second entry (RequestMapping.entries)
-                recorder.add_ids(entries, exemplar=(entries[DURATION_BUCKET][0], trace, seconds))
+                recorder.add_ids(entries, None, (entries[DURATION_BUCKET][0], trace, seconds))
             if self.unique_key is not None and peer is not None:
                 client = self.unique_key(peer)
                 if client is not None:

@@ -13,10 +13,10 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from typing import TYPE_CHECKING, Any
 
 from slicecount.errors import MissingExtra
-from slicecount.middleware import traces
 from slicecount.middleware._shell import InFlight, Options, RequestCounter, split_options
 from slicecount.middleware.routes import starlette_route
 from slicecount.middleware.throttle import PASS, Outcome
+from slicecount.middleware.traces import asgi_trace
 from slicecount.throttle.answers import Answer, Headers
 from slicecount.throttle.clients import Peer
 
@@ -186,7 +186,5 @@ class _Exchange(InFlight):
             route = None
         counter = middleware.counter
         peer = Peer.of_scope(scope) if counter.unique_key is not None else None
-        trace = None
-        if counter.exemplars:
-            trace = traces.trace_of(traces.asgi_traceparent(scope.get("headers", ())))
+        trace = asgi_trace(scope.get("headers", ())) if counter.exemplars else None
         counter.end(self, scope.get("method", ""), route, status, peer, trace)

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Iterator
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from slicecount.core.exemplars import ExemplarLabels
+from slicecount.core.exemplars import Trace
 from slicecount.middleware import traces
 from slicecount.middleware._shell import InFlight, Options, RequestCounter, split_options
 from slicecount.middleware.throttle import PASS, Outcome
@@ -128,7 +128,7 @@ class _Call(InFlight):
         self.status = 0
         self.body: Iterable[bytes] = ()
         self.traced = False  # looked for (in start_response, or at the end without one)
-        self.trace: ExemplarLabels | None = None
+        self.trace: Trace | None = None
 
     def start_response(
         self, status: str, headers: list[tuple[str, str]], exc_info: ExcInfo | None = None
@@ -140,7 +140,7 @@ class _Call(InFlight):
         middleware = self.middleware  # (None once the request was counted)
         if not self.traced and middleware is not None and middleware.counter.exemplars:
             self.traced = True
-            self.trace = traces.trace_of(self.environ.get("HTTP_TRACEPARENT"))
+            self.trace = traces.wsgi_trace(self.environ)
         if exc_info is None:
             return self.upstream(status, headers)
         return self.upstream(status, headers, exc_info)
@@ -175,5 +175,5 @@ class _Call(InFlight):
         counter = middleware.counter
         peer = Peer.of_environ(self.environ) if counter.unique_key is not None else None
         if not self.traced and counter.exemplars:
-            self.trace = traces.trace_of(self.environ.get("HTTP_TRACEPARENT"))
+            self.trace = traces.wsgi_trace(self.environ)
         counter.end(self, self.environ.get("REQUEST_METHOD", ""), route, status, peer, self.trace)

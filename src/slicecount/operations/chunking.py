@@ -15,12 +15,12 @@ once, and a copy sent again is dropped whole as its counts are.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from slicecount.core import exemplars as exemplar_codec
-from slicecount.core.exemplars import Exemplar
+from slicecount.core.exemplars import Exemplar, slot_of
 from slicecount.core.histogram import SUM_SUFFIX
 from slicecount.core.key_layouts import Layout
 from slicecount.core.keys import KeySpace
@@ -34,8 +34,8 @@ CHUNK_INCREMENTS = 50_000
 40 ms of server time)."""
 Buffer = Mapping[int, Mapping[str, int]]
 """What a Recorder buffers: epoch second -> series id -> count."""
-ExemplarBuffer = Mapping[tuple[str, int], Exemplar]
-"""What a Recorder keeps of exemplars: (bucket series id, slot) -> the slot's last."""
+ExemplarBuffer = Sequence[tuple[str, Exemplar]]
+"""What a Recorder keeps of exemplars: (bucket series id, exemplar), a minute's last of each."""
 
 
 @dataclass
@@ -171,13 +171,13 @@ def _add_exemplars(ctx: Context, chunks: _Chunks, exemplars: ExemplarBuffer | No
         return
     keys = ctx.keys
     touched: dict[int, Chunk] = {}
-    for (series_id, slot), exemplar in exemplars.items():
+    for series_id, exemplar in exemplars:
         shard = keys.shard(series_id)
         chunk = touched.get(shard)
         if chunk is None:
             chunk = touched[shard] = chunks.of(shard)
         key = keys.exemplars(shard)
-        prefix = keys.exemplar_slot(slot, series_id)
+        prefix = keys.exemplar_slot(slot_of(exemplar.time), series_id)
         low, high = keys.lex_range_slot(prefix)
         chunk.samples.append(("ZREMRANGEBYLEX", key, low, high))
         chunk.samples.append(("ZADD", key, 0, prefix + exemplar_codec.encode(exemplar)))

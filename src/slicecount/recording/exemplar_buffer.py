@@ -4,17 +4,19 @@ minute), bounded. Pure.
 An exemplar is a sample, not a count: a later one of the same series and minute replaces the
 one waiting, and past the bound (Redis away for long) the oldest waiting one goes. Neither is a
 loss to count: the counts beside them are whole, and Redis keeps only the last of a minute
-anyway. A flush takes them all with the counts.
+anyway. A flush takes them all with the counts; each one's trace, noted as the request found
+it, is read into labels then (``core.exemplars.labels_of``), and one that is no valid trace
+is left out.
 """
 
 from __future__ import annotations
 
 import threading
 
-from slicecount.core.exemplars import Exemplar, ExemplarLabels, slot_of
+from slicecount.core.exemplars import PERIOD, Exemplar, Trace, labels_of
 
-Waiting = dict[tuple[str, int], Exemplar]
-"""(bucket series id, slot) -> its last exemplar."""
+Waiting = dict[tuple[str, float], tuple[Trace, float, float]]
+"""(bucket series id, its minute: time // PERIOD) -> its last (trace, value, time)."""
 
 
 class Exemplars:
@@ -28,25 +30,37 @@ class Exemplars:
         """Empty, guarded by ``lock`` (the Recorder's: taken with the counts)."""
         self._lock = lock
         self._waiting: Waiting = {}
-        self.replaced = 0
-        """Exemplars a later one of the same series and minute replaced before a flush."""
 
     def __len__(self) -> int:
         return len(self._waiting)
 
-    def add(self, series_id: str, labels: ExemplarLabels, value: float, time: float) -> None:
-        """Keep ``value`` observed at ``time`` in ``series_id`` with ``labels`` (the trace)."""
-        key = (series_id, slot_of(time))
-        exemplar = Exemplar(labels, value, time)
-        with self._lock:
+    def add(self, series_id: str, trace: Trace, value: float, time: float) -> None:
+        """Keep ``value`` observed at ``time`` in ``series_id`` in ``trace``. On a traced
+        request's path: a tuple, one lock, one dict update."""
+        key = (series_id, time // PERIOD)
+        lock = self._lock
+        lock.acquire()
+        try:
             waiting = self._waiting
-            if waiting.pop(key, None) is not None:  # re-inserted: the newest goes last
-                self.replaced += 1
-            elif len(waiting) >= self.bound:
-                del waiting[next(iter(waiting))]  # the oldest waiting (dicts keep their order)
-            waiting[key] = exemplar
+            if len(waiting) >= self.bound and key not in waiting:
+                del waiting[next(iter(waiting))]  # the oldest minute waiting (dicts keep order)
+            waiting[key] = (trace, value, time)
+        finally:
+            lock.release()
 
-    def take(self) -> Waiting:
-        """Everything waiting, leaving none (call with the lock held)."""
+    def take(self) -> list[tuple[str, Trace, float, float]]:
+        """Everything waiting as (bucket series id, trace, value, time), leaving none (call
+        with the lock held; ``exemplars()`` reads them after)."""
         waiting, self._waiting = self._waiting, {}
-        return waiting
+        return [(series_id, *kept) for (series_id, _), kept in waiting.items()]
+
+
+def exemplars(taken: list[tuple[str, Trace, float, float]]) -> list[tuple[str, Exemplar]]:
+    """What ``take()`` gave as (bucket series id, exemplar), those without a valid trace
+    left out (outside the lock: reading a header costs a regex)."""
+    out = []
+    for series_id, trace, value, time in taken:
+        labels = labels_of(trace)
+        if labels is not None:
+            out.append((series_id, Exemplar(labels, value, time)))
+    return out

@@ -23,7 +23,7 @@ from bisect import bisect_left
 from collections.abc import Iterable, Mapping, Sequence
 
 from slicecount.config.topology import redact
-from slicecount.core.exemplars import ExemplarLabels, check_labels
+from slicecount.core.exemplars import Trace, check_labels
 from slicecount.core.histogram import DEFAULT_DURATION_BUCKETS, MICRO, HistogramLayout
 from slicecount.core.series import Labels, shown
 from slicecount.errors import ConfigurationError
@@ -33,7 +33,7 @@ from slicecount.operations.chunking import prepare_safely
 from slicecount.recording import lifecycle
 from slicecount.recording.admission import Admission, Warnings
 from slicecount.recording.count_buffer import Counts
-from slicecount.recording.exemplar_buffer import Exemplars
+from slicecount.recording.exemplar_buffer import Exemplars, exemplars
 from slicecount.recording.flusher import flush_every, flush_until_written
 from slicecount.recording.losses import REASONS, Losses
 from slicecount.recording.outbox import Outbox
@@ -46,8 +46,8 @@ MAX_BACKOFF = 10.0
 """Longest pause in seconds between two flush attempts while Redis is unreachable."""
 
 Entries = Sequence[tuple[str, int]]  # (series id from series_id(), count)
-Sample = tuple[str, ExemplarLabels, float]
-"""An exemplar to keep: (bucket series id from series_id(), its labels, the value observed)."""
+Sample = tuple[str, Trace, float]
+"""An exemplar to keep: (bucket series id from series_id(), its trace, the value observed)."""
 MAX_HISTOGRAMS = 10_000
 """(name, labels, buckets) of ``observe()`` whose series ids are remembered."""
 
@@ -226,9 +226,12 @@ class Recorder:
             self.refuse(exc, sum(_events(m) for _, m in entries))
             return
         first_id, first_n = entries[0]
-        if self._add(now, first_id, first_n, entries) and exemplar is not None:
-            if self.keeps_exemplars and exemplar[0] in issued:
-                when = self._clock() if now is None else now
+        if exemplar is None:
+            self._add(now, first_id, first_n, entries)
+            return
+        when = self._clock() if now is None else now  # one time for the counts and the sample
+        if self._add(when, first_id, first_n, entries) and self.keeps_exemplars:
+            if exemplar[0] in issued:
                 self._exemplars.add(exemplar[0], exemplar[1], exemplar[2], when)
 
     def refuse(self, error: Exception, events: int = 1) -> None:
@@ -291,10 +294,11 @@ class Recorder:
             return False
         with self._lock:
             batch = self._losses.write_into(self._counts.take(), int(self._clock()))
-            exemplars = self._exemplars.take()
-        if not batch and not exemplars:
+            taken = self._exemplars.take()
+        samples = exemplars(taken)
+        if not batch and not samples:
             return True
-        prepared = prepare_safely(self.store.context, batch, exemplars)
+        prepared = prepare_safely(self.store.context, batch, samples)
         if prepared.failed:
             self.refuse(ConfigurationError("an entry could not be prepared"), prepared.failed)
         if prepared.out_of_range:
