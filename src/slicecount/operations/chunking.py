@@ -164,26 +164,29 @@ def prepare(ctx: Context, buffer: Buffer, exemplars: ExemplarBuffer | None = Non
 
 
 def _add_exemplars(ctx: Context, chunks: _Chunks, exemplars: ExemplarBuffer | None) -> None:
-    """Each exemplar into its shard's open chunk (one made if the counts left none), then
-    each such chunk's set cut to the bound and its expiry pushed on."""
+    """Each exemplar into its shard's open chunk (one made if the counts left none; two
+    commands weigh one increment towards ``CHUNK_INCREMENTS``), then each such chunk's set
+    cut to the bound and its expiry pushed on."""
     bound = ctx.settings.max_exemplars
     if not exemplars or bound <= 0:
         return
     keys = ctx.keys
-    touched: dict[int, Chunk] = {}
+    touched: list[Chunk] = []
     for series_id, exemplar in exemplars:
         shard = keys.shard(series_id)
-        chunk = touched.get(shard)
-        if chunk is None:
-            chunk = touched[shard] = chunks.of(shard)
+        chunk = chunks.of(shard)
+        if not chunk.samples:
+            touched.append(chunk)
         key = keys.exemplars(shard)
         prefix = keys.exemplar_slot(slot_of(exemplar.time), series_id)
         low, high = keys.lex_range_slot(prefix)
         chunk.samples.append(("ZREMRANGEBYLEX", key, low, high))
         chunk.samples.append(("ZADD", key, 0, prefix + exemplar_codec.encode(exemplar)))
+        if chunk.increments + len(chunk.samples) // 2 >= CHUNK_INCREMENTS:
+            chunks.done.append(chunks.open.pop(shard))
     retention = ctx.settings.exemplar_retention
-    for shard, chunk in touched.items():
-        key = keys.exemplars(shard)
+    for chunk in touched:
+        key = keys.exemplars(chunk.shard)
         chunk.samples.append(("ZREMRANGEBYRANK", key, 0, -bound - 1))
         chunk.samples.append(("EXPIRE", key, retention))
 
