@@ -102,9 +102,17 @@ def test_the_path_notes_a_header_only_when_its_flags_say_sampled() -> None:
     assert traces.asgi_trace([(b"host", b"x")]) is None
     assert traces.wsgi_trace({"HTTP_TRACEPARENT": SAMPLED}) == SAMPLED
     assert traces.wsgi_trace({}) is None
-    # sampled by its flag, malformed elsewhere: noted, and dropped when read at the flush
-    noted = traces.wsgi_trace({"HTTP_TRACEPARENT": "x" * 54 + "1"})
-    assert noted is not None and labels_of(noted) is None
+    # malformed but sampled by its flags: not even noted
+    assert traces.wsgi_trace({"HTTP_TRACEPARENT": "x" * 54 + "1"}) is None
+    assert traces.asgi_trace([(b"traceparent", f"00-{TRACE}-{PARENT}-0-1".encode())]) is None
+    assert traces.asgi_trace([(b"traceparent", f"00-{TRACE}-{PARENT}+01".encode())]) is None
+    # right in form, a zero id: noted, and dropped when read at the flush
+    zeros = f"00-{'0' * 32}-{PARENT}-01"
+    noted = traces.wsgi_trace({"HTTP_TRACEPARENT": zeros})
+    assert noted == zeros and labels_of(noted) is None
+    # a later version's header: noted, its fields read at the flush
+    later = f"01-{TRACE}-{PARENT}-01-more"
+    assert traces.asgi_trace([(b"traceparent", later.encode())]) == later.encode()
 
 
 @pytest.fixture(scope="module")
