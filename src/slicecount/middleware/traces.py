@@ -21,29 +21,24 @@ from typing import Any
 
 from slicecount.core.exemplars import SpanIds, Trace
 
-_SAMPLED = frozenset(b"13579bdf") | frozenset("13579bdf")
-"""The last digit of the flags when the sampled bit (bit 0) is set (an ASGI header's byte or
-a WSGI environ's character)."""
+_SAMPLED = frozenset(b"13579bdf")
+"""The last digit of the flags when the sampled bit (bit 0) is set."""
 LENGTH = 55
 """A ``traceparent``'s length (version 00; a later version may add fields after)."""
-_HEX_DASH, _HEX_DASH_BYTES = "0123456789abcdef-", b"0123456789abcdef-"
+_HEX = b"0123456789abcdef"
 
 
 def sampled(traceparent: bytes | str) -> bool:
     """Whether a ``traceparent`` is worth noting: its flags say sampled and, as version 00
-    has it, it is lower-case hex but for a dash at 2, 35 and 52 (a later version, longer:
-    checked at the flush only)."""
-    if len(traceparent) != LENGTH:
-        return len(traceparent) > LENGTH and traceparent[54] in _SAMPLED
-    if traceparent.__class__ is bytes:
-        dash, digits = 45, _HEX_DASH_BYTES
-    else:
-        dash, digits = "-", _HEX_DASH  # type: ignore[assignment]
+    has it, it is lower-case hex but for a dash at 2, 35 and 52 (one C-level translate()
+    finds anything else); a later version's, longer, is checked at the flush only."""
+    raw = traceparent.encode() if isinstance(traceparent, str) else traceparent  # non-ASCII: no hex
+    if len(raw) != LENGTH:
+        return len(raw) > LENGTH and raw[54] in _SAMPLED
     return (
-        traceparent[54] in _SAMPLED
-        and traceparent[2] == traceparent[35] == traceparent[52] == dash
-        and not traceparent.strip(digits)  # type: ignore[arg-type]
-        and traceparent.count(dash) == 3  # type: ignore[arg-type]
+        raw[54] in _SAMPLED
+        and raw[2] == raw[35] == raw[52] == 45  # "-"
+        and raw.translate(None, _HEX) == b"---"
     )
 
 
