@@ -310,6 +310,26 @@ def test_prometheus_datasource_provisioning() -> None:
     assert source["jsonData"]["httpHeaderName1"] == "Authorization"
     assert source["secureJsonData"]["httpHeaderValue1"] == "Bearer ${SLICECOUNT_TOKEN}"
     assert simpod["isDefault"] and not source.get("isDefault")  # one default datasource
+    # an exemplar's trace id links to the URL template of the setting trace_url
+    assert source["jsonData"]["exemplarTraceIdDestinations"] == [
+        {"name": "trace_id", "url": "${SLICECOUNT_TRACE_URL}"}
+    ]
+
+
+def test_the_latency_panel_shows_exemplars_and_compose_says_where_traces_open() -> None:
+    (dashboard,) = (json.loads(p.read_text()) for p in PROM_DASHBOARDS)
+    (latency,) = [p for p in dashboard["panels"] if p["title"].startswith("Duration")]
+    # on the p99 query only: Grafana asks for the exemplars of each query that wants them, and
+    # the three quantiles select the same buckets (their dots would be drawn three times)
+    assert [t["refId"] for t in latency["targets"] if t.get("exemplar")] == ["C"]
+    assert "histogram_quantile(0.99" in latency["targets"][2]["expr"]
+    assert not [t for p in dashboard["panels"] if p is not latency
+                for t in p.get("targets", []) if t.get("exemplar")]  # fmt: skip
+    compose = load_yaml(ROOT / "docker-compose.yml")
+    for service in ("datasource", "grafana"):
+        template = compose["services"][service]["environment"]["SLICECOUNT_TRACE_URL"]
+        url = template.replace("$$", "$")  # compose's escape
+        assert Settings(trace_url=url).trace_url == "http://localhost:16686/trace/${__value.raw}"
 
 
 def test_prometheus_dashboard_uses_the_provisioned_datasource_and_the_subset() -> None:

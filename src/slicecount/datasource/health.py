@@ -10,6 +10,7 @@ for Grafana ("Save & test") and orchestrators.
 
 from __future__ import annotations
 
+import html
 import logging
 from importlib import resources
 
@@ -51,9 +52,16 @@ def routes(reader: Reader) -> list[Route]:
             return JSONResponse({"status": "ok", "service": SERVICE})
         return JSONResponse({"status": "error", "message": f"redis unavailable: {failure}"}, 503)
 
+    # the page, with where an exemplar's trace opens (the setting trace_url: not a secret)
+    trace_url = html.escape(reader.settings.trace_url or "", quote=True)
+    page = (UI / "index.html").read_text(encoding="utf-8").replace(
+        '<meta name="slicecount-trace-url" content="">',
+        f'<meta name="slicecount-trace-url" content="{trace_url}">',
+    )
+
     async def root(request: Request) -> Response:
         if wants_page(request.method, request.headers.get("accept", "")):
-            return HTMLResponse((UI / "index.html").read_text(encoding="utf-8"))
+            return HTMLResponse(page)
         return await ready()
 
     async def readiness(request: Request) -> Response:

@@ -12,12 +12,23 @@ export function setToken(value) {
 }
 
 export async function post(path, body) {
-  const headers = { "Content-Type": "application/json", Accept: "application/json" };
+  return call(path, { method: "POST", body: JSON.stringify(body),
+                      headers: { "Content-Type": "application/json" } });
+}
+
+/** A GET of the Prometheus API (`api/v1/...`): its `data`. */
+export async function prometheus(path, params) {
+  const answer = await call(path + "?" + new URLSearchParams(params), { method: "GET", headers: {} });
+  return answer.data;
+}
+
+async function call(path, init) {
+  const headers = { ...init.headers, Accept: "application/json" };
   const given = token();
   if (given) headers.Authorization = "Bearer " + given;
   let response;
   try {
-    response = await fetch(path, { method: "POST", headers, body: JSON.stringify(body) });
+    response = await fetch(path, { ...init, headers });
   } catch (error) {
     throw new Error("the datasource did not answer (" + error.message + ")");
   }
@@ -27,7 +38,7 @@ export async function post(path, body) {
   }
   const data = await response.json().catch(() => ({}));
   if (!response.ok) {
-    const error = new Error(data.message || `${response.status} ${response.statusText}`);
+    const error = new Error(data.message || data.error || `${response.status} ${response.statusText}`);
     error.status = response.status;  // 422: past a limit of the service (the overview copes)
     throw error;
   }

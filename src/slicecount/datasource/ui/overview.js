@@ -1,7 +1,7 @@
 // The overview: is the app healthy, at a glance. Every panel's target travels in ONE /query per
 // refresh (the routes table's too); panels of metrics the app does not record stay hidden.
 // With a route chosen, the same charts are filtered to it and split by method and status.
-import { post, queryBody } from "./api.js";
+import { post, prometheus, queryBody } from "./api.js";
 import { Chart, PALETTE, sparkline } from "./charts.js";
 import * as format from "./format.js";
 import { routeRows } from "./routes.js";
@@ -11,6 +11,9 @@ const QUANTILE_COLORS = { P50: "#2da44e", P95: "#e16f24", P99: "#cf222e" };
 // The targets that read every bucket series of the duration histogram: in an app of many routes
 // they are the ones past the service's limits, so the rest is asked again without them.
 const HEAVY = new Set(["P50", "P95", "P99", "RB"]);
+const EXEMPLAR_CELLS = 150;
+/** Exemplar dots on the latency chart at most: the slowest of each of this many time cells. */
+const TRACE_URL = document.querySelector('meta[name="slicecount-trace-url"]')?.content || "";
 
 /** A string literal of the query language (same escapes as JSON for a route template). */
 const literal = (text) => JSON.stringify(text);
@@ -110,6 +113,7 @@ export class Overview {
     this.root = root; this.onRoute = onRoute;
     this.grid = root.querySelector("#panels");
     this.charts = {}; this.rows = []; this.frames = []; this.slice = 0; this.refused = "";
+    this.exemplars = [];
     for (const spec of PANELS) {
       const panel = document.createElement("article");
       panel.className = "panel"; panel.id = "panel-" + spec.id; panel.hidden = true;
@@ -123,6 +127,8 @@ export class Overview {
     const width = this.grid.querySelector(".chart").clientWidth || this.grid.clientWidth / 2 || 600;
     const wanted = targets(state.route);
     this.refused = "";
+    // asked beside the panels' /query; without them (any failure) the chart draws all the same
+    const exemplars = exemplarsOf(state.route, range).catch(() => []);
     try {
       this.frames = await post("query", queryBody(range, width, wanted));
     } catch (error) {
@@ -131,6 +137,7 @@ export class Overview {
       this.frames = await post("query", queryBody(range, width, wanted.filter((t) => !HEAVY.has(t.refId))));
       this.refused = error.message;
     }
+    this.exemplars = await exemplars;
     this.render(state, range);
   }
 
@@ -155,7 +162,8 @@ export class Overview {
       panel.querySelector(".empty").hidden = drawn;
       panel.querySelector(".empty").textContent = spec.id === "latency" && this.refused
         ? "Not drawn: " + this.refused : "No data in this range yet.";
-      if (drawn) chart.draw(lines, annotations); else chart.destroy();
+      const traced = spec.id === "latency" ? this.exemplars : [];
+      if (drawn) chart.draw(lines, annotations, traced, TRACE_URL); else chart.destroy();
     }
     this.table(state.route ? [] : routeRows(by.RC, by.RR, by.RB, (range.to - range.from) / 1000));
     this.root.querySelector("#routes-section").hidden = Boolean(state.route) || nothing;
@@ -198,6 +206,25 @@ export class Overview {
   resize() { for (const c of Object.values(this.charts)) c.resize(); }
   /** Forget the charts (the colour scheme changed): the next render builds them anew. */
   forget() { for (const c of Object.values(this.charts)) c.destroy(); }
+}
+
+/** The latency chart's exemplars (a traced request's trace beside its duration), asked of
+ * the Prometheus API as Grafana does: the slowest of each time cell, oldest first. */
+async function exemplarsOf(route, range) {
+  const only = route ? `{route=${literal(route)}}` : "";
+  const data = await prometheus("api/v1/query_exemplars", {
+    query: `http_request_duration_seconds_bucket${only}`,
+    start: String(range.from / 1000), end: String(range.to / 1000),
+  });
+  const cell = (range.to - range.from) / 1000 / EXEMPLAR_CELLS, slowest = new Map();
+  for (const series of data || []) {
+    for (const e of series.exemplars) {
+      const time = Number(e.timestamp), value = Number(e.value);
+      const at = Math.floor((time - range.from / 1000) / cell), kept = slowest.get(at);
+      if (!kept || value > kept.value) slowest.set(at, { time, value, traceId: e.labels.trace_id || "" });
+    }
+  }
+  return [...slowest.values()].sort((a, b) => a.time - b.time);
 }
 
 /** A plain left click (a modified one opens the link in a new tab, as links do). */
