@@ -8,6 +8,14 @@ book-style middleware that calls ``Store.incr`` on every request. Overhead = var
 in microseconds per request; the ratios are what to compare (the machine is shared and noisy).
 Targets (issue 3): slicecount's overhead <= 1/4 of either exporter's, and >= 50x less than the
 naive middleware's, with every request landing in Redis.
+
+Then what a traced request costs (issue 33), around a bare ASGI app and a bare WSGI app (no
+framework: its cost would hide a microsecond): slicecount with exemplars off (today's path),
+an untraced request, one with a sampled ``traceparent`` and one inside an OpenTelemetry SDK
+span; each round runs every variant back to back, and the extras are the medians of each
+round's differences (drifts of the machine cancel). Target: untraced costs nothing, traced
+at most 1 us more. ``compare.py --before main`` runs the same on main's code (no exemplars:
+its "untraced" and "traced" are today's cost of such requests).
 """
 
 from __future__ import annotations
@@ -194,11 +202,156 @@ def report(framework: str, exporter: str, timings: dict[str, list[float]]) -> li
     return figures
 
 
+# -- traced requests (issue 33) ------------------------------------------------------------
+
+TRACEPARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+HEADERS = [(b"host", b"bench"), (b"user-agent", b"bench/1"), (b"accept", b"*/*"),
+           (b"accept-encoding", b"gzip, deflate")]  # fmt: skip
+"""What a browser or an HTTP client sends at least (the trace header is looked for among them)."""
+TRACED = ("off", "untraced", "traceparent", "otel")
+
+
+async def raw_asgi(scope: Any, receive: Any, send: Any) -> None:
+    await send({"type": "http.response.start", "status": 200, "headers": []})
+    await send({"type": "http.response.body", "body": b"ok"})
+
+
+def raw_wsgi(environ: dict[str, Any], start_response: Any) -> list[bytes]:
+    start_response("200 OK", [])
+    return [b"ok"]
+
+
+def fixed_route(*_: Any) -> str:
+    return "/users/{id}"
+
+
+def tracer() -> Any:
+    """An OpenTelemetry SDK tracer (spans sampled, none exported), or None without the SDK."""
+    try:
+        from opentelemetry.sdk.trace import TracerProvider
+    except ImportError:
+        return None
+    return TracerProvider().get_tracer("bench")
+
+
+def traced_variants(recorder: Recorder) -> dict[str, tuple[Any, Any] | None]:
+    """(ASGI app, WSGI app) per variant; "off" is None on a tree without exemplars."""
+    from slicecount.middleware.asgi import SliceCountMiddleware as ASGI
+    from slicecount.middleware.wsgi import SliceCountMiddleware as WSGI
+
+    def both(**options: Any) -> tuple[Any, Any]:
+        common = {"recorder": recorder, "route_resolver": fixed_route, **options}
+        return ASGI(raw_asgi, **common), WSGI(raw_wsgi, **common)
+
+    try:
+        off: tuple[Any, Any] | None = both(exemplars=False)
+    except TypeError:  # main's tree: no such option, every request costs today's
+        off = None
+    return {"off": off, "untraced": both(), "traceparent": both(), "otel": both()}
+
+
+async def time_traced_asgi(app: Any, requests: int, variant: str, span: Any) -> float:
+    traced = variant == "traceparent"
+    headers = [*HEADERS, (b"traceparent", TRACEPARENT.encode())] if traced else HEADERS
+    scope = {"type": "http", "method": "GET", "path": "/users/7", "root_path": "",
+             "headers": headers}  # fmt: skip
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message: Any) -> None:
+        return None
+
+    started = time.perf_counter()
+    if span is not None:  # inside a span, as under OpenTelemetry's ASGI middleware
+        with span():
+            for _ in range(requests):
+                await app(dict(scope), receive, send)
+    else:
+        for _ in range(requests):
+            await app(dict(scope), receive, send)
+    return (time.perf_counter() - started) / requests * 1e6
+
+
+def time_traced_wsgi(app: Any, requests: int, variant: str, span: Any) -> float:
+    environ = EnvironBuilder(path="/users/7").get_environ()
+    if variant == "traceparent":
+        environ["HTTP_TRACEPARENT"] = TRACEPARENT
+
+    def start_response(status: str, headers: Any, exc_info: Any = None) -> Any:
+        return None
+
+    def run() -> None:
+        for _ in range(requests):
+            body = app(dict(environ), start_response)
+            for _chunk in body:
+                pass
+            close = getattr(body, "close", None)
+            if close is not None:
+                close()
+
+    started = time.perf_counter()
+    if span is not None:
+        with span():
+            run()
+    else:
+        run()
+    return (time.perf_counter() - started) / requests * 1e6
+
+
+def measure_traced(recorder: Recorder, requests: int, rounds: int) -> list[Figure]:
+    otel = tracer()
+    variants = traced_variants(recorder)
+    figures: list[Figure] = []
+    for kind in ("ASGI", "WSGI"):
+        timings: dict[str, list[float]] = {name: [] for name, v in variants.items() if v}
+        bare: list[float] = []
+        for _ in range(rounds):
+            for name in ("bare", *timings):
+                span = None
+                if name == "otel" and otel is not None:
+                    span = lambda: otel.start_as_current_span("request")  # noqa: E731
+                if kind == "ASGI":
+                    app = raw_asgi if name == "bare" else variants[name][0]  # type: ignore[index]
+                    took = asyncio.run(time_traced_asgi(app, requests, name, span))
+                else:
+                    app = raw_wsgi if name == "bare" else variants[name][1]  # type: ignore[index]
+                    took = time_traced_wsgi(app, requests, name, span)
+                (bare if name == "bare" else timings[name]).append(took)
+            recorder.flush()  # the exemplars' writes outside the timed rounds, as the counts'
+        base = "off" if "off" in timings else "untraced"
+        print(f"\n{kind} around a bare app: microseconds per request, best of {rounds} rounds "
+              f"(extra: median of the rounds' differences)")  # fmt: skip
+        print(f"  {'bare app':<34} {min(bare):6.2f} us")
+        for name, values in timings.items():
+            over = statistics.median(a - b for a, b in zip(values, bare, strict=True))
+            vs_base = statistics.median(a - b for a, b in zip(values, timings[base], strict=True))
+            vs_untraced = statistics.median(
+                a - b for a, b in zip(values, timings["untraced"], strict=True)
+            )
+            label = {"off": "slicecount, exemplars off (today)", "untraced": "slicecount, untraced",
+                     "traceparent": "slicecount, traced (traceparent)",
+                     "otel": "slicecount, traced (OTel span)"}[name]  # fmt: skip
+            print(
+                f"  {label:<34} {min(values):6.2f} us  overhead {over:5.2f}  "
+                f"vs {base} {vs_base:+5.2f}  vs untraced {vs_untraced:+5.2f}"
+            )
+            key = kind.lower()
+            figures.append(Figure(f"{key}.{name}.overhead", f"{kind} {label} overhead", over,
+                                  "us/req", "lower"))  # fmt: skip
+            if name != base:
+                figures.append(Figure(f"{key}.{name}.extra", f"{kind} {label} - {base}",
+                                      vs_base, "us/req", "lower"))  # fmt: skip
+    return figures
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=3_000)
     parser.add_argument("--naive-requests", type=int, default=600)
     parser.add_argument("--rounds", type=int, default=25)
+    parser.add_argument("--traced-requests", type=int, default=1_000)
+    parser.add_argument("--traced-rounds", type=int, default=100)
     json_flag(parser)
     args = parser.parse_args()
 
@@ -232,6 +385,11 @@ def main() -> None:
         timings = asyncio.run(run_asgi())
         sent += args.requests * args.rounds
         figures += report("Starlette", "starlette_exporter", timings)
+        # under keys of their own: the requests counted above are checked against Redis below
+        with Store.from_url(server.url, prefix="traced:") as traced_store:
+            traced = Recorder(traced_store, flush_interval=3600)
+            figures += measure_traced(traced, args.traced_requests, args.traced_rounds)
+            traced.close()
 
         recorder.close()
         landed = sum(

@@ -37,7 +37,8 @@ BENCHMARKS: dict[str, tuple[list[str], list[str]]] = {
     # name: (arguments of a full run, arguments of a --quick run that only checks it works)
     "recorder": ([], ["--adds", "20000", "--series", "500", "--incr-events", "200",
                       "--rounds", "1"]),
-    "middleware": ([], ["--requests", "200", "--naive-requests", "20", "--rounds", "2"]),
+    "middleware": ([], ["--requests", "200", "--naive-requests", "20", "--rounds", "2",
+                        "--traced-requests", "200", "--traced-rounds", "3"]),
     "datasource": (["--loads", "200"], ["--loads", "3"]),  # 200: a p99 of 200 samples, ~10 s
     "prometheus": ([], ["--quick"]),
     "cleaner": ([], ["--names", "200"]),

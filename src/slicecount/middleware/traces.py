@@ -98,6 +98,11 @@ def asgi_trace(headers: Any) -> Trace | None:
         return span
     for name, value in headers:
         if name == b"traceparent":
+            # sampled(), inlined for version 00 (the header any sender writes)
+            if len(value) == LENGTH and value[54] in _SAMPLED and value[2] == 45:
+                if value[35] == value[52] == 45 and value.translate(None, _HEX) == b"---":
+                    return value  # type: ignore[no-any-return]
+                return None
             return value if sampled(value) else None
     return None
 

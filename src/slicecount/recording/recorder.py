@@ -99,6 +99,7 @@ class Recorder:
         self._counts.reset(self._lock)
         self._uniques.reset(self._lock)
         self._exemplars.reset(self._lock)
+        self._keep_exemplar = self._exemplars.add  # (bound once: a traced request's path)
         self._outbox.reset()
         self._admission.after_fork()
         self._stop = threading.Event()
@@ -232,7 +233,7 @@ class Recorder:
         when = self._clock() if now is None else now  # one time for the counts and the sample
         if self._add(when, first_id, first_n, entries) and self.keeps_exemplars:
             if exemplar[0] in issued:
-                self._exemplars.add(exemplar[0], exemplar[1], exemplar[2], when)
+                self._keep_exemplar(exemplar[0], exemplar[1], exemplar[2], when)
 
     def refuse(self, error: Exception, events: int = 1) -> None:
         """Count ``events`` lost to ``error`` as ``slicecount.rejected{reason}`` (the error's
