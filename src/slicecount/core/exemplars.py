@@ -154,12 +154,12 @@ def decode(slot: int, text: str) -> Exemplar:
     """The exemplar a member of slot ``slot`` holds (``text``: after the slot); ValueError
     for anything ``encode`` did not write."""
     millis, value, labels = text.split(":", 2)
-    if not millis.isdigit() or not 0 <= int(millis) < PERIOD * 1000:
-        raise ValueError(f"malformed exemplar {text[:80]!r}")
+    if not millis.isdigit() or not int(millis) < PERIOD * 1000:
+        raise ValueError(f"malformed exemplar time {millis[:20]!r}")
     number = float(value)
     found = _TRACE.match(labels)
     if found is not None:
-        pairs = trace_labels(found[1], found[2])
+        pairs: ExemplarLabels = ((SPAN_ID, found[2]), (TRACE_ID, found[1]))
     else:
         parsed = json.loads(labels)
         if not isinstance(parsed, dict) or not all(isinstance(v, str) for v in parsed.values()):

@@ -34,15 +34,16 @@ def read_exemplars(
     replies = yield Batch([("ZRANGEBYLEX", keys.exemplars(s), low, high) for s in shards])
     found: dict[str, list[Exemplar]] = {}
     first, last = round(start * 1000), round(end * 1000)
+    member_parts, decode = keys.parse_exemplar_member, exemplar_codec.decode
     for shard, members in zip(shards, replies, strict=True):
         digests = wanted[shard]
         for member in members:
             try:
-                slot, digest, rest = keys.parse_exemplar_member(member)
+                slot, digest, rest = member_parts(member)
                 owner = digests.get(digest)
                 if owner is None:
                     continue
-                exemplar = exemplar_codec.decode(slot, rest)
+                exemplar = decode(slot, rest)
             except ValueError:
                 continue
             if first <= round(exemplar.time * 1000) <= last:
