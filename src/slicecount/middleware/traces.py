@@ -17,6 +17,7 @@ minute's exemplar at most.
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextvars import ContextVar
 from typing import Any
 
 from slicecount.core.exemplars import SpanIds, Trace
@@ -56,13 +57,16 @@ def _first_lookup() -> SpanIds | None:
     except ImportError:
         current_span = _no_span
         return None
-    # The span is kept in the context under this key; reading it is 8x cheaper than
-    # trace.get_current_span(), which a version without the key still gets.
+    # Every request asks, traced or not: two of OpenTelemetry's own (unexported) names make
+    # it one C call when no span is current (its context variable's get, 0.13 -> 0.03 us),
+    # and a span's look-up 8x cheaper than get_current_span(); without them, the public API.
+    var = getattr(getattr(context, "_RUNTIME_CONTEXT", None), "_current_context", None)
+    get_current = var.get if isinstance(var, ContextVar) else context.get_current
     key = getattr(propagation, "_SPAN_KEY", None)
     if key is None:
-        current_span = _span_lookup(context.get_current, trace.get_current_span)
+        current_span = _span_lookup(get_current, trace.get_current_span)
     else:
-        current_span = _span_lookup(context.get_current, lambda current: current.get(key))
+        current_span = _span_lookup(get_current, lambda current: current.get(key))
     return current_span()
 
 
