@@ -14,8 +14,9 @@ framework: its cost would hide a microsecond): slicecount with exemplars off (to
 an untraced request, one with a sampled ``traceparent`` and one inside an OpenTelemetry SDK
 span; each round runs every variant back to back. As above, the best round of each is the
 least disturbed: extras are best - best (beside them, the median of each round's difference,
-which a noisy machine inflates). Target: untraced costs nothing, traced at most 1 us more. ``compare.py --before main`` runs the same on main's code (no exemplars:
-its "untraced" and "traced" are today's cost of such requests).
+which a noisy machine inflates). Target: untraced costs nothing, traced at most 1 us more.
+``compare.py --before main`` runs the same on main's code (no exemplars: its "untraced" and
+"traced" are today's cost of such requests).
 """
 
 from __future__ import annotations
