@@ -115,6 +115,19 @@ def test_the_path_notes_a_header_only_when_its_flags_say_sampled() -> None:
     assert traces.asgi_trace([(b"traceparent", later.encode())]) == later.encode()
 
 
+@pytest.mark.parametrize(
+    "headers",
+    [None, [(b"traceparent",)], [("traceparent", SAMPLED)], [(b"traceparent", None)], 3],
+)
+def test_headers_no_server_sends_are_no_trace_and_no_failure(headers: Any) -> None:
+    assert traces.asgi_trace(headers) is None
+
+
+@pytest.mark.parametrize("value", ["\udcff" * 55, "é" * 55, f"00-{TRACE}-{PARENT}-0\u0661", 7])
+def test_a_wsgi_header_of_any_text_is_no_trace_and_no_failure(value: Any) -> None:
+    assert traces.wsgi_trace({"HTTP_TRACEPARENT": value}) is None
+
+
 @pytest.fixture(scope="module")
 def tracer() -> trace.Tracer:
     provider = TracerProvider()

@@ -33,7 +33,8 @@ def sampled(traceparent: bytes | str) -> bool:
     """Whether a ``traceparent`` is worth noting: its flags say sampled and, as version 00
     has it, it is lower-case hex but for a dash at 2, 35 and 52 (one C-level translate()
     finds anything else); a later version's, longer, is checked at the flush only."""
-    raw = traceparent.encode() if isinstance(traceparent, str) else traceparent  # non-ASCII: no hex
+    # (a character outside ASCII becomes "?": no hex digit, so not noted)
+    raw = traceparent.encode("ascii", "replace") if isinstance(traceparent, str) else traceparent
     if len(raw) != LENGTH:
         return len(raw) > LENGTH and raw[54] in _SAMPLED
     return (
@@ -96,24 +97,27 @@ current_span: Callable[[], SpanIds | None] = _first_lookup
 
 def asgi_trace(headers: Any) -> Trace | None:
     """An ASGI request's trace: the current span's, else its first ``traceparent`` header's
-    when sampled (an ASGI scope's header names are lower case)."""
+    when sampled (an ASGI scope's header names are lower case). Never raises."""
     span = current_span()
     if span is not None:
         return span
-    for name, value in headers:
-        if name == b"traceparent":
-            # sampled(), inlined for version 00 (the header any sender writes)
-            if len(value) == LENGTH and value[54] in _SAMPLED and value[2] == 45:
-                if value[35] == value[52] == 45 and value.translate(None, _HEX) == b"---":
-                    return value  # type: ignore[no-any-return]
-                return None
-            return value if sampled(value) else None
+    try:
+        for name, value in headers:
+            if name == b"traceparent":
+                # sampled(), inlined for version 00 (the header any sender writes)
+                if len(value) == LENGTH and value[54] in _SAMPLED and value[2] == 45:
+                    if value[35] == value[52] == 45 and value.translate(None, _HEX) == b"---":
+                        return value  # type: ignore[no-any-return]
+                    return None
+                return value if sampled(value) else None
+    except Exception:  # headers an ASGI server would never send: no trace, the request goes on
+        return None
     return None
 
 
 def wsgi_trace(environ: dict[str, Any]) -> Trace | None:
     """A WSGI request's trace: the current span's, else its ``traceparent`` header's when
-    sampled."""
+    sampled. Never raises."""
     span = current_span()
     if span is not None:
         return span
