@@ -21,6 +21,7 @@ from slicecount.throttle.limits import Limit, parse_limits
 from slicecount.throttle.windows import Decision
 
 if TYPE_CHECKING:
+    from slicecount.config import Settings
     from slicecount.recording.recorder import Recorder
     from slicecount.throttle.limiter import Limiter, Verdict
 
@@ -92,9 +93,18 @@ class Throttle:
             lambda peer, decision, status: refusal(status, decision)
         )
         # made now: bad SLICECOUNT_* settings are an error at start-up, not in a request
-        self.limiter = limiter if limiter is not None else default_limiter()
+        self._limiter = limiter
+        if limiter is None:
+            default_limiter()
         self.recorder = recorder
         self._warned = False
+
+    @property
+    def limiter(self) -> Limiter:
+        """The limiter given, else the process-wide one at the time of asking (it follows
+        ``slicecount.configure`` and a framework's settings: a decorator is made when its
+        module is imported, maybe before the app configured slicecount)."""
+        return self._limiter if self._limiter is not None else default_limiter()
 
     async def aclose(self) -> None:
         """Close the limiter's asyncio connections (an ASGI app's shutdown: they belong to
@@ -181,13 +191,20 @@ class Throttle:
 
 
 _default: Limiter | None = None
+_default_on: Settings | None = None
 
 
 def default_limiter() -> Limiter:
-    """The process-wide Limiter (the ``SLICECOUNT_*`` settings), made on first use."""
-    global _default
-    if _default is None:
+    """The process-wide Limiter: on the settings of the process-wide Recorder once one is
+    made (``slicecount.configure``, the Django ``SLICECOUNT`` setting), else on the
+    ``SLICECOUNT_*`` environment; made again when those settings change."""
+    global _default, _default_on
+    from slicecount.recording import default
+
+    recorder = default.current()
+    on = recorder.store.settings if recorder is not None else None
+    if _default is None or (on is not None and on != _default_on):
         from slicecount.throttle.limiter import Limiter
 
-        _default = Limiter()
+        _default, _default_on = Limiter(on), on
     return _default
