@@ -1,7 +1,8 @@
 """A Django site made as a user makes one (``django-admin startproject``), with an app whose
 routes cover what a route label must survive: ``path``, ``re_path``, nested ``include``, a
 Django REST framework router, ``i18n_patterns``, an async view, a view that raises, a view of
-exactly 3 ORM queries (SQLite), and a class-based view under ``slicecount.limit``; the
+exactly 3 ORM queries (SQLite), and a class-based view and an async view under
+``slicecount.limit``; the
 slicecount middleware first in ``MIDDLEWARE``, configured by a ``SLICECOUNT`` dict.
 
 ``ROUTES`` says what each request of the tests expects: its path, its route label, its status.
@@ -90,6 +91,11 @@ def health(request):
     return HttpResponse("ok")
 
 
+@slicecount.limit("2/minute")
+async def limited_async(request):
+    return HttpResponse("limited, async")
+
+
 class Limited(View):
     @slicecount.limit("5/minute")
     def get(self, request):
@@ -135,6 +141,7 @@ urlpatterns = [
     path("boom/", views.boom),
     path("queries/", views.queries),
     path("limited/", views.Limited.as_view()),
+    path("limited-async/", views.limited_async),
     path("health", views.health),
 ] + i18n_patterns(path("about/", views.about))
 """

@@ -142,6 +142,25 @@ def test_the_limit_decorator_on_a_class_based_view_answers_429(counted: Store) -
     assert total(counted, "http.throttled") == 3
 
 
+def test_the_limit_decorator_on_an_async_view_answers_429_on_the_event_loop(
+    counted: Store,
+) -> None:
+    from slicecount.middleware.throttle import default_limiter
+
+    async def run() -> list[int]:
+        client = AsyncClient()
+        statuses = [(await client.get("/limited-async/")).status_code for _ in range(4)]
+        await default_limiter().aclose()  # its connections belong to this loop: closed with it
+        return statuses
+
+    assert asyncio.run(run()) == [200, 200, 429, 429]
+    flush()
+    assert by_label(counted, "http.requests", "status", route="/limited-async/") == {
+        "200": 2,
+        "429": 2,
+    }
+
+
 def test_a_streaming_response_is_counted_when_the_server_closes_it(counted: Store) -> None:
     from slicecount.recording.recorder import Recorder
 
@@ -194,6 +213,17 @@ def test_settings_configure_the_process_wide_recorder_and_the_environment_fills_
     recorder = default.get_recorder()
     assert first.counter.source.fixed is recorder is again.counter.source.fixed  # one Recorder
     assert recorder.store.settings.prefix == "site:" and recorder.flush_interval == 2
+
+
+def test_a_celery_worker_of_the_site_takes_the_same_settings(site: Path) -> None:
+    from slicecount.middleware.django import configured_settings
+
+    url = os.environ["SLICECOUNT_TEST_SITE_REDIS_URL"]
+    with override_settings(SLICECOUNT={"redis_url": url, "prefix": "shop:", "labels": {}}):
+        settings = configured_settings()
+    assert settings is not None and settings.redis_url == url and settings.prefix == "shop:"
+    with override_settings(SLICECOUNT={"track_queries": True}):  # no settings: the environment's
+        assert configured_settings() is None
 
 
 def test_route_templates() -> None:

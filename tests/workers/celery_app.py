@@ -5,9 +5,11 @@ messages and every worker process counts its runs."""
 from __future__ import annotations
 
 import os
+import time
 
 import redis
 from celery import Celery, Task
+from celery.exceptions import Ignore, Reject
 
 from slicecount.workers.celery import instrument
 from tests.workers import jobs
@@ -35,3 +37,21 @@ def flaky(self: Task, key: str) -> str:
         raise self.retry(countdown=0)
     jobs.say("succeeded")
     return key
+
+
+@app.task(name="reject", bind=True)  # type: ignore[untyped-decorator]
+def reject(self: Task) -> None:
+    """Asks the worker to reject its message."""
+    raise Reject("rejected on purpose", requeue=False)
+
+
+@app.task(name="ignore")  # type: ignore[untyped-decorator]
+def ignore() -> None:
+    """Asks Celery to record no state for it."""
+    raise Ignore()
+
+
+@app.task(name="stuck", time_limit=1)  # type: ignore[untyped-decorator]
+def stuck() -> None:
+    """Runs past its hard time limit: the main process kills its child."""
+    time.sleep(30)

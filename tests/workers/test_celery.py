@@ -9,7 +9,8 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
@@ -38,9 +39,16 @@ def said(truth: redis.Redis) -> dict[str, int]:
     return {state: int(truth.get(jobs.TRUTH + state) or 0) for state in STATES}
 
 
-def wait_for(check: object, what: str, timeout: float = 120) -> None:
+def wait_for(check: Callable[[], bool], what: str, timeout: float = 120) -> None:
+    """Until ``check()`` holds (a check that fails on a read taken while a flush landed, at
+    one precision and not yet the next, is asked again)."""
     deadline = time.monotonic() + timeout
-    while not check():  # type: ignore[operator]
+    while True:
+        try:
+            if check():
+                return
+        except AssertionError:
+            pass
         assert time.monotonic() < deadline, f"waited {timeout} s for {what}"
         time.sleep(0.2)
 
@@ -102,4 +110,54 @@ def test_every_run_is_counted_across_recycled_children_and_a_warm_shutdown(
     assert sum(finished.values()) < before + 400  # stopped in the middle, for real
     assert totals(store, RUNS_METRIC, "state") == {k: v for k, v in finished.items() if v}
     assert observations(store, DURATION_METRIC) == sum(finished.values())
+    store.close()
+
+
+def test_runs_that_never_ran_or_ran_out_of_time_are_counted(
+    server: EmbeddedRedis, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Revoked (expired before it started), rejected (a task the worker does not know, and
+    one raising ``Reject``), ignored (``Ignore``), and failed at its hard time limit (the
+    main process kills the child that ran it and says so; counted once, with the limit as
+    its run time)."""
+    counts_url, broker_url = server.url, server.url.replace("/0", "/1")
+    env = {
+        **os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)]),
+        "SLICECOUNT_REDIS_URL": counts_url, "TRUTH_REDIS_URL": broker_url,
+        "CELERY_BROKER_URL": broker_url,
+    }  # fmt: skip
+    for name in ("SLICECOUNT_REDIS_URL", "TRUTH_REDIS_URL", "CELERY_BROKER_URL"):
+        monkeypatch.setenv(name, env[name])
+    from tests.workers.celery_app import app, ignore, reject, stuck, work
+
+    app.conf.broker_url = broker_url
+    expired = datetime.now(timezone.utc) - timedelta(minutes=1)
+    work.apply_async((1,), expires=expired)  # expired before any worker takes it
+    app.send_task("nobody.knows.this", (1,))
+    reject.delay()
+    ignore.delay()
+    stuck.delay()
+    work.delay(1)  # the last one: when it ran, the others were taken
+    log = tmp_path / "worker.log"
+    with log.open("wb") as output:
+        worker = subprocess.Popen(
+            [str(BIN / "celery"), "-A", "tests.workers.celery_app", "worker", "-P", "prefork",
+             "--concurrency", "2", "--loglevel", "warning", "--without-heartbeat",
+             "--without-gossip", "--without-mingle"],
+            cwd=ROOT, env=env, stdout=output, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+    truth = redis.Redis.from_url(broker_url)
+    store = Store.from_url(counts_url)
+    expected = {"revoked": 1, "rejected": 2, "ignored": 1, "failed": 1, "succeeded": 1}
+    try:
+        wait_for(lambda: said(truth)["succeeded"] == 1, "the tasks")
+        wait_for(lambda: totals(store, RUNS_METRIC, "state") == expected, "the counts", 30)
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        worker.wait(timeout=60)
+    by_task = totals(store, RUNS_METRIC, "task")
+    assert by_task == {"work": 2, "nobody.knows.this": 1, "reject": 1, "ignore": 1, "stuck": 1}
+    ran = {"ignored": 1, "failed": 1, "succeeded": 1, "rejected": 1}  # what has a run time
+    assert observations(store, DURATION_METRIC) == sum(ran.values())
+    assert totals(store, f"{DURATION_METRIC}.bucket", "le")["1"] == 1  # the time limit's run
     store.close()

@@ -21,7 +21,6 @@ from slicecount.throttle.limits import Limit, parse_limits
 from slicecount.throttle.windows import Decision
 
 if TYPE_CHECKING:
-    from slicecount.config import Settings
     from slicecount.recording.recorder import Recorder
     from slicecount.throttle.limiter import Limiter, Verdict
 
@@ -101,10 +100,13 @@ class Throttle:
 
     @property
     def limiter(self) -> Limiter:
-        """The limiter given, else the process-wide one at the time of asking (it follows
-        ``slicecount.configure`` and a framework's settings: a decorator is made when its
-        module is imported, maybe before the app configured slicecount)."""
-        return self._limiter if self._limiter is not None else default_limiter()
+        """The limiter given, else the process-wide one when first asked (at the first
+        request: a decorator is made when its module is imported, maybe before the app
+        configured slicecount, through ``slicecount.configure`` or Django's settings)."""
+        limiter = self._limiter
+        if limiter is None:
+            limiter = self._limiter = default_limiter()
+        return limiter
 
     async def aclose(self) -> None:
         """Close the limiter's asyncio connections (an ASGI app's shutdown: they belong to
@@ -190,21 +192,24 @@ class Throttle:
             logger.error(message, exc)
 
 
-_default: Limiter | None = None
-_default_on: Settings | None = None
+_defaults: dict[str, Limiter] = {}
+"""The process-wide Limiters, by the settings they were made on (``repr``: settings hold a
+mapping); one a configuration the process had, so that none is dropped with its connections
+open."""
 
 
 def default_limiter() -> Limiter:
     """The process-wide Limiter: on the settings of the process-wide Recorder once one is
     made (``slicecount.configure``, the Django ``SLICECOUNT`` setting), else on the
-    ``SLICECOUNT_*`` environment; made again when those settings change."""
-    global _default, _default_on
+    ``SLICECOUNT_*`` environment."""
     from slicecount.recording import default
 
     recorder = default.current()
     on = recorder.store.settings if recorder is not None else None
-    if _default is None or (on is not None and on != _default_on):
+    key = repr(on)
+    limiter = _defaults.get(key)
+    if limiter is None:
         from slicecount.throttle.limiter import Limiter
 
-        _default, _default_on = Limiter(on), on
-    return _default
+        limiter = _defaults[key] = Limiter(on)
+    return limiter

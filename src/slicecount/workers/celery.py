@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import time
 import weakref
+from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -41,7 +42,7 @@ from slicecount.workers.runs import (
 
 try:
     from celery import Celery, signals
-    from celery.exceptions import TimeLimitExceeded
+    from celery.exceptions import TimeLimitExceeded, WorkerLostError
 except ModuleNotFoundError as exc:
     raise MissingExtra("celery", exc, "the Celery instrumentation") from exc
 
@@ -61,6 +62,10 @@ STATES = {
 }  # fmt: skip
 """Celery's state of an ended run -> the ``state`` label."""
 
+MAX_REMEMBERED = 10_000
+"""Task ids the main process remembers having counted as failed (Celery reports a hard time
+limit twice)."""
+
 _instrumented: weakref.WeakKeyDictionary[Celery, CeleryRuns] = weakref.WeakKeyDictionary()
 
 
@@ -72,6 +77,7 @@ class CeleryRuns:
         self.app = app
         self.counter = counter
         self._started: dict[str, tuple[float, float]] = {}  # task id -> (perf_counter, time)
+        self._failed: OrderedDict[str, None] = OrderedDict()  # ids the main process counted
         self._receivers = (
             (signals.before_task_publish, self.published),
             (signals.task_prerun, self.started),
@@ -105,35 +111,40 @@ class CeleryRuns:
         self, task_id: str | None = None, task: Any = None, state: str | None = None, **_: Any
     ) -> None:
         started = self._started.pop(task_id, None) if task_id is not None else None
-        if started is None or not self._ours(task):
-            return
+        if started is None or state is None or not self._ours(task):
+            return  # no state: the run was killed in its child (a hard time limit, a revoke
+            # that terminates it), and the main process that killed it counts it
         request = task.request
         seconds = time.perf_counter() - started[0]
-        label = STATES.get(state or "", (state or "unknown").lower())
+        label = STATES.get(state, state.lower())
         waited = _waited(request, started[1])
         self.counter.record(task.name, _queue(request), label, seconds, waited)
 
     def failed_elsewhere(
         self, sender: Any = None, task_id: str | None = None, exception: Any = None, **_: Any
     ) -> None:
-        """A run the main process ended: a child killed at its hard time limit (Celery says
-        so here, in the main process; the child that ran it counted nothing). A run that
-        failed where it ran is counted by ``ended``."""
-        if not isinstance(exception, TimeLimitExceeded) or task_id in self._started:
+        """A run the main process ended: a child killed at its hard time limit, or lost (killed
+        by a signal, out of memory) while it ran; the child counted nothing, and Celery may
+        say so more than once. A run that failed where it ran is counted by ``ended``."""
+        if not isinstance(exception, (TimeLimitExceeded, WorkerLostError)):
+            return
+        if task_id is None or task_id in self._started or task_id in self._failed:
             return
         if not self._ours(sender):
             return
-        limit = exception.args[0] if exception.args else None
+        self._failed[task_id] = None
+        if len(self._failed) > MAX_REMEMBERED:
+            self._failed.popitem(last=False)
+        limit = exception.args[0] if isinstance(exception, TimeLimitExceeded) else None
         seconds = float(limit) if isinstance(limit, (int, float)) else None
         self.counter.record(sender.name, None, FAILED, seconds, None)
 
-    def revoked(self, request: Any = None, **_: Any) -> None:
-        """A revoked run (never started, expired, or terminated): no run time."""
-        task = getattr(request, "task", None)
-        if request is None or not self._ours(task):
+    def revoked(self, sender: Any = None, request: Any = None, **_: Any) -> None:
+        """A revoked run (before it started, expired, or terminated while it ran): no run
+        time. ``sender`` is the task; ``request`` its context."""
+        if not self._ours(sender):
             return
-        name = getattr(task, "name", None) or getattr(request, "name", None)
-        self.counter.record(str(name), _queue(request), REVOKED, None, None)
+        self.counter.record(sender.name, _queue(request), REVOKED, None, None)
 
     def unknown(
         self, sender: Any = None, name: str | None = None, message: Any = None, **_: Any
