@@ -107,6 +107,24 @@ def test_fastapi_quickstart_counts_route_templates(default_recorder: None, store
     assert requests_of(store, "/hello/{name}") == 2
 
 
+def test_django_quickstart_names_the_middleware_and_good_settings() -> None:
+    """The settings block, run after a ``startproject`` MIDDLEWARE: the middleware first, and
+    every SLICECOUNT key one the middleware takes (the site's behaviour: test_django.py)."""
+    pytest.importorskip("django")
+    from django.utils.module_loading import import_string
+
+    from slicecount.middleware._shell import Options
+    from slicecount.middleware.django import SliceCountMiddleware
+
+    started = ["django.middleware.security.SecurityMiddleware"]
+    namespace: dict[str, Any] = {"MIDDLEWARE": started}
+    exec(compile(python_block("MIDDLEWARE"), "README.md (Django)", "exec"), namespace)
+    assert namespace["MIDDLEWARE"][1:] == started
+    assert import_string(namespace["MIDDLEWARE"][0]) is SliceCountMiddleware
+    settings = {f.name for f in fields(Settings)}
+    assert set(namespace["SLICECOUNT"]) <= settings | Options.__optional_keys__
+
+
 def test_reference_pages_are_generated_from_the_current_code() -> None:
     assert docs_reference.stale_pages() == [], "run `make docs`"
     configuration = docs_reference.configuration_page()

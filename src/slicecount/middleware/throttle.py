@@ -92,9 +92,21 @@ class Throttle:
             lambda peer, decision, status: refusal(status, decision)
         )
         # made now: bad SLICECOUNT_* settings are an error at start-up, not in a request
-        self.limiter = limiter if limiter is not None else default_limiter()
+        self._limiter = limiter
+        if limiter is None:
+            default_limiter()
         self.recorder = recorder
         self._warned = False
+
+    @property
+    def limiter(self) -> Limiter:
+        """The limiter given, else the process-wide one when first asked (at the first
+        request: a decorator is made when its module is imported, maybe before the app
+        configured slicecount, through ``slicecount.configure`` or Django's settings)."""
+        limiter = self._limiter
+        if limiter is None:
+            limiter = self._limiter = default_limiter()
+        return limiter
 
     async def aclose(self) -> None:
         """Close the limiter's asyncio connections (an ASGI app's shutdown: they belong to
@@ -180,14 +192,24 @@ class Throttle:
             logger.error(message, exc)
 
 
-_default: Limiter | None = None
+_defaults: dict[str, Limiter] = {}
+"""The process-wide Limiters, by the settings they were made on (``repr``: settings hold a
+mapping); one a configuration the process had, so that none is dropped with its connections
+open."""
 
 
 def default_limiter() -> Limiter:
-    """The process-wide Limiter (the ``SLICECOUNT_*`` settings), made on first use."""
-    global _default
-    if _default is None:
+    """The process-wide Limiter: on the settings of the process-wide Recorder once one is
+    made (``slicecount.configure``, the Django ``SLICECOUNT`` setting), else on the
+    ``SLICECOUNT_*`` environment."""
+    from slicecount.recording import default
+
+    recorder = default.current()
+    on = recorder.store.settings if recorder is not None else None
+    key = repr(on)
+    limiter = _defaults.get(key)
+    if limiter is None:
         from slicecount.throttle.limiter import Limiter
 
-        _default = Limiter()
-    return _default
+        limiter = _defaults[key] = Limiter(on)
+    return limiter

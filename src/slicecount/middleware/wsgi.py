@@ -1,10 +1,11 @@
 """WSGI middleware: counts every request of any WSGI app (Flask, Django, Falcon, ...).
 
-The duration covers the whole body iteration up to ``close()``; the status comes from
+The duration covers the whole body iteration, to its last chunk; the status comes from
 ``start_response``. An app that raises is counted as 500 and the exception propagates
-unchanged; a client that goes away is counted when the server closes the body. A traced
-request's trace (``traces``) is looked for in ``start_response``, which the app calls while
-its OpenTelemetry span is current (Flask's instrumentation ends it before the body is read).
+unchanged; a client that goes away (or a body never read to its end) is counted when the
+server closes the body. A traced request's trace (``traces``) is looked for in
+``start_response``, which the app calls while its OpenTelemetry span is current (Flask's
+instrumentation ends it before the body is read).
 """
 
 from __future__ import annotations
@@ -153,6 +154,9 @@ class _Call(InFlight):
             if not isinstance(exc, GeneratorExit):
                 self.finish(error=True)
             raise
+        # read to its end: counted now, not at close() (a test client reads a response and
+        # may never close it); close() then only closes the body
+        self.finish()
 
     def close(self) -> None:
         try:

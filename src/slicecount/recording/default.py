@@ -39,6 +39,21 @@ def configure(settings: Settings | None = None, **overrides: Any) -> Recorder:
     return new
 
 
+def current() -> Recorder | None:
+    """The default Recorder if one was made (configured, or by a first use), else None."""
+    return _recorder
+
+
+def use(settings: Settings) -> Recorder:
+    """The default Recorder on ``settings``: the current one when it was built on equal
+    settings (a framework's configuration read again, by another app or a test client), else
+    a new one (``configure``)."""
+    current = _recorder
+    if current is not None and current.store.settings == settings:
+        return current
+    return configure(settings)
+
+
 def get_recorder() -> Recorder:
     """The default Recorder, created from the environment on first use."""
     recorder = _recorder

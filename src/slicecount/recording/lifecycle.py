@@ -50,6 +50,7 @@ class Buffered(Protocol):
     def reset(self) -> None: ...
     def has_unwritten(self) -> bool: ...
     def close(self, timeout: float | None = None) -> bool: ...
+    def flush_within(self, timeout: float | None = None) -> bool: ...
 
 
 _live: Live[Buffered] = Live(lambda recorder: recorder.reset())
@@ -68,6 +69,13 @@ def close_all(timeout: float | None = None) -> bool:
     """Flush and stop every Recorder of this process (gunicorn ``worker_exit``, shutdown
     hooks), each trying for ``timeout`` seconds (default: its ``close_timeout`` setting)."""
     return all([recorder.close(timeout) for recorder in _live])
+
+
+def flush_all(timeout: float | None = None) -> bool:
+    """Write what every Recorder of this process holds, each trying for ``timeout`` seconds
+    (default: its ``close_timeout``), and leave them running: for an end the process cannot
+    hook otherwise (an event loop closing under a server that re-raises its signal)."""
+    return all([recorder.flush_within(timeout) for recorder in _live])
 
 
 class _Children:

@@ -287,6 +287,14 @@ class Recorder:
         finally:
             self._flush_lock.release()
 
+    def flush_within(self, timeout: float | None = None) -> bool:
+        """Flush until everything is written or ``timeout`` seconds pass (default: the
+        ``close_timeout`` setting); the flusher goes on. True when all was written."""
+        if timeout is None:
+            timeout = self.store.settings.close_timeout
+        deadline = time.monotonic() + timeout
+        return flush_until_written(lambda: self.flush(deadline), self.has_unwritten, deadline)
+
     def _flush(self) -> bool:  # (the flush lock held)
         if not self._outbox.deliver(self.store, self.refuse, self._buffered):  # in doubt first
             return False

@@ -5,7 +5,8 @@ replaced by ``_``; a counter gets ``_total`` (``http.requests`` -> ``http_reques
 histogram ``h`` (``h.bucket{le}`` per bucket, ``h.sum_us``) is ``h_bucket{le}`` (cumulative,
 ``le="+Inf"`` included), ``h_sum`` (base units) and ``h_count``; a duration histogram is
 observed in seconds and says so, as Prometheus' naming convention asks
-(``http.request.duration`` -> ``http_request_duration_seconds_bucket``, ``_sum``, ``_count``).
+(``http.request.duration`` -> ``http_request_duration_seconds_bucket``, ``_sum``, ``_count``),
+and so does a wait (``tasks.queue_wait`` -> ``tasks_queue_wait_seconds_bucket``).
 A unique series (distinct values per slice) is a gauge: the legacy name, no suffix
 (``api.users`` -> ``api_users``). Two names that map to one are reported, and the first (in
 sort order) answers; counters and histograms are named before unique series, so adding a
@@ -34,6 +35,8 @@ Kind = Literal["counter", "bucket", "count", "sum", "unique"]
 _ILLEGAL = re.compile(r"[^A-Za-z0-9_:]")
 _DURATION = re.compile(r"(?:^|[._:])duration$")
 """A histogram named so is observed in seconds (the middleware's and the SQLAlchemy hook's)."""
+_SECONDS = re.compile(r"(?:^|[._:])(?:duration|wait)$")
+"""A histogram of seconds: a duration, or a wait (the task workers' ``tasks.queue_wait``)."""
 SCALE = {"counter": 1.0, "bucket": 1.0, "count": 1.0, "sum": 1 / MICRO, "unique": 1.0}
 
 
@@ -45,7 +48,7 @@ def histogram_base(stored: str) -> str:
     """The exposed base name of a histogram (``stored`` without its ``.bucket``/``.sum_us``):
     a duration's ends in ``_seconds``, its unit."""
     base = legacy(stored)
-    return base + "_seconds" if _DURATION.search(stored) else base
+    return base + "_seconds" if _SECONDS.search(stored) else base
 
 
 def exposed(stored: str) -> list[tuple[str, Kind]]:
@@ -75,7 +78,7 @@ def suggest(stored: str) -> str:
     ``http_requests_total``, a duration histogram -> its ``_seconds_bucket`` (and kin)."""
     if stored.endswith((BUCKET_SUFFIX, SUM_SUFFIX)):
         return exposed(stored)[0][0]
-    if _DURATION.search(stored):  # a histogram's base name
+    if _SECONDS.search(stored):  # a histogram's base name
         base = histogram_base(stored)
         return f"{base}_bucket (or {base}_sum, {base}_count)"
     return exposed(stored)[0][0]

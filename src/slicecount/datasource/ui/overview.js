@@ -1,5 +1,6 @@
 // The overview: is the app healthy, at a glance. Every panel's target travels in ONE /query per
-// refresh (the routes table's too); panels of metrics the app does not record stay hidden.
+// refresh (the routes table's too); panels of metrics the app does not record stay hidden (the
+// task runs of its Celery or RQ workers show when they record some).
 // With a route chosen, the same charts are filtered to it and split by method and status.
 import { post, prometheus, queryBody } from "./api.js";
 import { Chart, PALETTE, sparkline } from "./charts.js";
@@ -8,9 +9,10 @@ import { routeRows } from "./routes.js";
 
 const CLASS_COLORS = { "1xx": "#8c959f", "2xx": "#2da44e", "3xx": "#2f81f7", "4xx": "#d4a72c", "5xx": "#cf222e" };
 const QUANTILE_COLORS = { P50: "#2da44e", P95: "#e16f24", P99: "#cf222e" };
+const STATE_COLORS = { succeeded: "#2da44e", failed: "#cf222e", retried: "#d4a72c", rejected: "#8250df", revoked: "#8c959f" };
 // The targets that read every bucket series of the duration histogram: in an app of many routes
 // they are the ones past the service's limits, so the rest is asked again without them.
-const HEAVY = new Set(["P50", "P95", "P99", "RB"]);
+const HEAVY = new Set(["P50", "P95", "P99", "RB", "T50", "T95", "T99", "TW"]);
 const EXEMPLAR_CELLS = 150;
 /** Exemplar dots on the latency chart at most: the slowest of each of this many time cells. */
 const TRACE_URL = document.querySelector('meta[name="slicecount-trace-url"]')?.content || "";
@@ -39,6 +41,12 @@ export function targets(route) {
     t.RC = "sum by (route, status) (http.requests)";
     t.RR = "sum by (route) (rate(http.requests))";
     t.RB = "sum by (route, le) (http.request.duration.bucket)";
+    // the task workers' runs (Celery, RQ): drawn when the app's workers record them
+    t.TR = "sum by (state) (rate(tasks.runs))";
+    t.T50 = "histogram_quantile(0.5, sum(tasks.duration))";
+    t.T95 = "histogram_quantile(0.95, sum(tasks.duration))";
+    t.T99 = "histogram_quantile(0.99, sum(tasks.duration))";
+    t.TW = "histogram_quantile(0.95, sum by (queue) (tasks.queue_wait))";
   }
   return Object.entries(t).map(([refId, target]) => ({ refId, target }));
 }
@@ -106,6 +114,12 @@ const PANELS = [
     lines: (by) => by.THR.map((f, i) => line(f, `limit ${f.tags.limit || "?"}`, PALETTE[(i + 1) % PALETTE.length])) },
   { id: "clients", unit: "clients", title: () => "Unique clients",
     lines: (by) => by.UNQ.map((f) => line(f, `distinct per ${format.slice(sliceOf(by.UNQ))}`, PALETTE[6])) },
+  { id: "task-runs", unit: "/s", title: () => "Task runs by state",
+    lines: (by) => (by.TR || []).map((f, i) => line(f, f.tags.state || "?", STATE_COLORS[f.tags.state] || PALETTE[i % PALETTE.length])) },
+  { id: "task-duration", unit: "s", title: () => "Task run time p50 / p95 / p99",
+    lines: (by) => [["T50", "P50"], ["T95", "P95"], ["T99", "P99"]].flatMap(([r, q]) => (by[r] || []).map((f) => line(f, q.toLowerCase(), QUANTILE_COLORS[q]))) },
+  { id: "task-wait", unit: "s", title: () => "Task queue wait p95",
+    lines: (by) => (by.TW || []).map((f, i) => line(f, f.tags.queue || "all queues", PALETTE[i % PALETTE.length])) },
 ];
 
 export class Overview {
@@ -147,17 +161,19 @@ export class Overview {
     const annotations = by.Anno.flatMap((table) => table.rows.map(([time, , title, text, tags]) => ({ time, title, text, tags })));
     this.slice = sliceOf(by.REQ);
     this.crumbs(state.route);
-    const nothing = !by.REQ.length;
+    const noRequests = !by.REQ.length;
+    const nothing = noRequests && !(by.TR || []).length;  // a worker alone has its panels
     this.root.querySelector("#empty-state").hidden = !nothing;
     this.root.querySelector("#empty-state").textContent = state.route
       ? `No requests to ${state.route} in this range.`
-      : "No requests recorded in this range yet. Instrument the app (SliceCount(app), or "
-        + "SliceCountMiddleware) with this Redis: its requests appear here within seconds.";
+      : "No requests or task runs recorded in this range yet. Instrument the app (SliceCount(app), "
+        + "SliceCountMiddleware, Django's middleware) or its Celery or RQ workers with this Redis: "
+        + "they appear here within seconds.";
     for (const spec of PANELS) {
       const panel = this.root.querySelector("#panel-" + spec.id), chart = this.charts[spec.id];
       const lines = spec.lines(by, state.route);
       const drawn = lines.some((l) => l.v.some((v) => v != null));
-      panel.hidden = !drawn && !(spec.core && !nothing);
+      panel.hidden = !drawn && !(spec.core && !noRequests);
       panel.querySelector("h3").textContent = spec.title(state.route);
       panel.querySelector(".empty").hidden = drawn;
       panel.querySelector(".empty").textContent = spec.id === "latency" && this.refused
@@ -166,7 +182,7 @@ export class Overview {
       if (drawn) chart.draw(lines, annotations, traced, TRACE_URL); else chart.destroy();
     }
     this.table(state.route ? [] : routeRows(by.RC, by.RR, by.RB, (range.to - range.from) / 1000));
-    this.root.querySelector("#routes-section").hidden = Boolean(state.route) || nothing;
+    this.root.querySelector("#routes-section").hidden = Boolean(state.route) || noRequests;
   }
 
   crumbs(route) {
