@@ -25,7 +25,7 @@ from slicecount.core.exemplars import (
 )
 from slicecount.core.keys import KeySpace
 from slicecount.errors import ConfigurationError
-from slicecount.middleware import traces
+from slicecount.recording import traces
 
 TRACE = "0af7651916cd43dd8448eb211c80319c"
 PARENT = "b7ad6b7169203331"

@@ -240,3 +240,35 @@ def _request(path: str) -> HttpRequest:
     request.method, request.path, request.path_info = "GET", path, path
     request.META = {"REMOTE_ADDR": "127.0.0.1"}
     return request
+
+
+def test_a_traced_request_keeps_its_trace_as_an_exemplar(counted: Store) -> None:
+    from opentelemetry.sdk.trace import TracerProvider
+
+    tracer = TracerProvider().get_tracer("tests")
+    header = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+    Client().get("/users/7/", HTTP_TRACEPARENT=header)  # a sync view, traced by its header
+    other = "00-0af7651916cd43dd8448eb211c80319c-c7ad6b7169203331-01"
+    asyncio.run(AsyncClient().get("/async/", headers={"traceparent": other}))  # an async one
+    with tracer.start_as_current_span("request") as span:  # a span around the request
+        Client().get("/queries/")
+        ids = span.get_span_context()
+    Client().get("/api/items/blue-mug/", HTTP_TRACEPARENT=header[:-1] + "0")  # not sampled
+    flush()
+    series = counted.series("http.request.duration.bucket", 60)
+    found = counted.exemplars(series, 0, 4_102_444_800)
+    by_route = {
+        dict(p.split("=", 1) for p in s[s.index("{") + 1 : -1].replace('"', "").split(","))[
+            "route"
+        ]: [dict(e.labels) for e in kept]
+        for s, kept in found.items()
+    }
+    assert by_route == {
+        "/users/<int:id>/": [
+            {"trace_id": "0af7651916cd43dd8448eb211c80319c", "span_id": "b7ad6b7169203331"}
+        ],
+        "/async/": [
+            {"trace_id": "0af7651916cd43dd8448eb211c80319c", "span_id": "c7ad6b7169203331"}
+        ],
+        "/queries/": [{"trace_id": f"{ids.trace_id:032x}", "span_id": f"{ids.span_id:016x}"}],
+    }

@@ -16,7 +16,7 @@ from slicecount.errors import MissingExtra
 from slicecount.middleware._shell import InFlight, Options, RequestCounter, split_options
 from slicecount.middleware.routes import starlette_route
 from slicecount.middleware.throttle import PASS, Outcome
-from slicecount.middleware.traces import asgi_trace
+from slicecount.recording.traces import asgi_trace
 from slicecount.throttle.answers import Answer, Headers
 from slicecount.throttle.clients import Peer
 

@@ -34,6 +34,7 @@ from dataclasses import fields
 from typing import Any, cast
 
 from slicecount.config import Settings
+from slicecount.core.exemplars import Trace
 from slicecount.core.histogram import DEFAULT_DURATION_BUCKETS
 from slicecount.errors import MissingExtra
 from slicecount.middleware._core import QueryMapping
@@ -47,6 +48,7 @@ from slicecount.middleware._shell import (
 from slicecount.middleware.throttle import Outcome
 from slicecount.recording import default, lifecycle
 from slicecount.recording.source import RecorderSource
+from slicecount.recording.traces import wsgi_trace
 from slicecount.throttle.answers import Answer, Headers
 from slicecount.throttle.clients import Peer
 
@@ -110,7 +112,7 @@ class SliceCountMiddleware:
         try:
             response = cast(GetResponse, self.get_response)(request)
         except BaseException:  # Django renders exceptions: only a broken handler gets here
-            self._end(inflight, request, 500)
+            self._end(inflight, request, 500, self._trace(request))
             raise
         return self._answered(inflight, request, response)
 
@@ -123,7 +125,7 @@ class SliceCountMiddleware:
         try:
             response = await cast(AsyncGetResponse, self.get_response)(request)
         except BaseException:
-            self._end(inflight, request, 500)
+            self._end(inflight, request, 500, self._trace(request))
             raise
         return self._answered(inflight, request, response)
 
@@ -136,8 +138,11 @@ class SliceCountMiddleware:
                 if name not in response:  # a view's own limit said it first
                     response[name] = value
         inflight.leave()  # its queries were this request's; a streaming body's are not
+        # its trace: the span current as the response comes back (an OpenTelemetry middleware
+        # around this one keeps it), else its traceparent (META: WSGI's and ASGI's alike)
+        trace = self._trace(request)
         if not response.streaming:
-            self._end(inflight, request, response.status_code)
+            self._end(inflight, request, response.status_code, trace)
             return response
         close = response.close
         counted: list[bool] = []
@@ -148,15 +153,20 @@ class SliceCountMiddleware:
             finally:
                 if not counted:  # once, however often it is closed
                     counted.append(True)
-                    self._end(inflight, request, response.status_code)
+                    self._end(inflight, request, response.status_code, trace)
 
         response.close = close_then_count
         return response
 
-    def _end(self, inflight: InFlight, request: HttpRequest, status: int) -> None:
+    def _trace(self, request: HttpRequest) -> Trace | None:
+        return wsgi_trace(request.META) if self.counter.exemplars else None
+
+    def _end(
+        self, inflight: InFlight, request: HttpRequest, status: int, trace: Trace | None = None
+    ) -> None:
         route = route_label(request)
         peer = Peer.of_environ(request.META) if self.counter.unique_key is not None else None
-        self.counter.end(inflight, request.method or "", route, status, peer)
+        self.counter.end(inflight, request.method or "", route, status, peer, trace)
         if _stopping.is_set():  # the server is about to exit past the exit hooks
             lifecycle.flush_all()
 

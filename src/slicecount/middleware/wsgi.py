@@ -15,9 +15,9 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from slicecount.core.exemplars import Trace
-from slicecount.middleware import traces
 from slicecount.middleware._shell import InFlight, Options, RequestCounter, split_options
 from slicecount.middleware.throttle import PASS, Outcome
+from slicecount.recording import traces
 from slicecount.throttle.answers import REASONS, Answer, Headers
 from slicecount.throttle.clients import Peer
 

@@ -12,6 +12,9 @@ retried, rejected: ``Reject`` or a task the worker does not know, revoked, ignor
 run time in ``tasks.duration{task,queue}`` and, when its publisher was instrumented too (it
 stamps the time in the message headers), the time from publication (or the ``eta``) to start
 in ``tasks.queue_wait{task,queue}``. Signals only: no task class, no pool or broker replaced.
+A traced run (the span current as it starts: OpenTelemetry's Celery instrumentation starts one
+when instrumented before this; else a sampled ``traceparent`` its message carried) keeps its
+trace beside its run time: an exemplar (docs/exemplars.md).
 
 Exact across processes: each prefork child counts its own runs and writes them on
 ``worker_process_shutdown``, before billiard's ``os._exit`` (a child recycled by
@@ -28,8 +31,10 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from slicecount.core.exemplars import Trace
 from slicecount.errors import MissingExtra
 from slicecount.recording import lifecycle
+from slicecount.recording.traces import traced
 from slicecount.workers.counting import TaskCounter
 from slicecount.workers.runs import (
     FAILED,
@@ -76,7 +81,8 @@ class CeleryRuns:
     def __init__(self, app: Celery, counter: TaskCounter) -> None:
         self.app = app
         self.counter = counter
-        self._started: dict[str, tuple[float, float]] = {}  # task id -> (perf_counter, time)
+        # task id -> (perf_counter, time, its trace) when it started
+        self._started: dict[str, tuple[float, float, Trace | None]] = {}
         self._failed: OrderedDict[str, None] = OrderedDict()  # ids the main process counted
         self._receivers = (
             (signals.before_task_publish, self.published),
@@ -105,7 +111,10 @@ class CeleryRuns:
 
     def started(self, task_id: str | None = None, task: Any = None, **_: Any) -> None:
         if task_id is not None and self._ours(task):
-            self._started[task_id] = (time.perf_counter(), time.time())
+            # its trace: the span current as it starts (OpenTelemetry's Celery instrumentation
+            # starts one in its own prerun), else the traceparent its message carried
+            trace = traced(_traceparent(getattr(task, "request", None)))
+            self._started[task_id] = (time.perf_counter(), time.time(), trace)
 
     def ended(
         self, task_id: str | None = None, task: Any = None, state: str | None = None, **_: Any
@@ -118,7 +127,7 @@ class CeleryRuns:
         seconds = time.perf_counter() - started[0]
         label = STATES.get(state, state.lower())
         waited = _waited(request, started[1])
-        self.counter.record(task.name, _queue(request), label, seconds, waited)
+        self.counter.record(task.name, _queue(request), label, seconds, waited, started[2])
 
     def failed_elsewhere(
         self, sender: Any = None, task_id: str | None = None, exception: Any = None, **_: Any
@@ -197,6 +206,17 @@ def uninstrument(app: Celery) -> None:
     runs = _instrumented.pop(app, None)
     if runs is not None:
         runs.disconnect()
+
+
+def _traceparent(request: Any) -> object:
+    """The ``traceparent`` a message carried: a worker's request holds a message's own headers
+    as attributes (OpenTelemetry's propagation puts it there), an eager ``apply()``'s in
+    ``headers``."""
+    found = getattr(request, "traceparent", None)
+    if found is None:
+        headers = getattr(request, "headers", None)
+        found = headers.get("traceparent") if isinstance(headers, dict) else None
+    return found
 
 
 def _queue(request: Any) -> str | None:

@@ -12,6 +12,7 @@ import logging
 from collections.abc import Iterable, Mapping
 
 from slicecount.config import Settings
+from slicecount.core.exemplars import Trace
 from slicecount.core.series import LabelValue
 from slicecount.recording.recorder import Recorder
 from slicecount.recording.source import RecorderSource
@@ -42,14 +43,25 @@ class TaskCounter:
         self._warned = False
 
     def record(
-        self, task: str, queue: str | None, state: str, seconds: float | None, waited: float | None
+        self,
+        task: str,
+        queue: str | None,
+        state: str,
+        seconds: float | None,
+        waited: float | None,
+        trace: Trace | None = None,
     ) -> None:
-        """Count one ended run (see ``RunMapping.entries``). Never raises."""
+        """Count one ended run (see ``RunMapping.entries``; ``trace``: the run's, kept with
+        its run time as an exemplar). Never raises."""
         recorder = self.source.fixed or self.source.get()
         if recorder is None:
             return
         try:
-            recorder.add_ids(self.mapping.entries(task, queue, state, seconds, waited))
+            entries = self.mapping.entries(task, queue, state, seconds, waited)
+            if trace is None or seconds is None:
+                recorder.add_ids(entries)
+            else:  # the run time's bucket is the second entry (RunMapping.entries)
+                recorder.add_ids(entries, None, (entries[1][0], trace, max(seconds, 0.0)))
         except Exception as exc:  # never let counting reach the task
             recorder.refuse(exc)
             if not self._warned:

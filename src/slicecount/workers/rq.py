@@ -3,7 +3,9 @@
 Every job a worker ends is counted in ``tasks.runs{task,queue,state}`` (``task``: the job's
 function name; ``state``: succeeded, failed, retried, or revoked for a job stopped by
 ``send_stop_job_command``), with its run time in ``tasks.duration{task,queue}`` and the time
-from ``enqueued_at`` to its start in ``tasks.queue_wait{task,queue}``.
+from ``enqueued_at`` to its start in ``tasks.queue_wait{task,queue}``. A traced run (the
+span current as it starts, or a sampled ``traceparent`` its publisher put in ``job.meta``)
+keeps its trace beside its run time: an exemplar (docs/exemplars.md).
 
 The forking ``Worker`` runs each job in a work-horse that ends with ``os._exit``: the horse
 writes its counts first. A horse that dies before it could (killed, out of memory) is counted
@@ -22,8 +24,10 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any, ClassVar
 
+from slicecount.core.exemplars import Trace
 from slicecount.errors import MissingExtra
 from slicecount.recording import lifecycle
+from slicecount.recording.traces import traced
 from slicecount.workers.counting import TaskCounter
 from slicecount.workers.runs import FAILED, RETRIED, REVOKED, SUCCEEDED
 
@@ -56,10 +60,14 @@ class Counted(BaseWorker):
 
     def perform_job(self, job: Job, queue: Queue, *rest: Any, **more: Any) -> bool:
         began = time.perf_counter()
+        # its trace: the span current as it starts (a worker subclass's around it), else the
+        # traceparent its publisher put in job.meta (RQ carries no headers)
+        meta = getattr(job, "meta", None)
+        trace = traced(meta.get("traceparent") if isinstance(meta, dict) else None)
         try:
             return bool(super().perform_job(job, queue, *rest, **more))
         finally:
-            self._count(job, queue, _status(job), time.perf_counter() - began)
+            self._count(job, queue, _status(job), time.perf_counter() - began, trace)
             if self._is_horse:  # os._exit follows: nothing else would write these counts
                 lifecycle.close_all()
 
@@ -77,7 +85,12 @@ class Counted(BaseWorker):
             self._count(job, queue.name, REVOKED, None)
 
     def _count(
-        self, job: Job, queue: Queue | str | None, state: str, seconds: float | None
+        self,
+        job: Job,
+        queue: Queue | str | None,
+        state: str,
+        seconds: float | None,
+        trace: Trace | None = None,
     ) -> None:
         started, ended, enqueued = job.started_at, job.ended_at, job.enqueued_at
         if started is not None and ended is not None and ended >= started:
@@ -86,7 +99,7 @@ class Counted(BaseWorker):
         if started is not None and enqueued is not None and _comparable(started, enqueued):
             waited = (started - enqueued).total_seconds()
         name = queue.name if isinstance(queue, Queue) else queue
-        self.task_counter.record(job.func_name or "<unknown>", name, state, seconds, waited)
+        self.task_counter.record(job.func_name or "<unknown>", name, state, seconds, waited, trace)
 
 
 class Worker(Counted, rq.Worker):

@@ -1,9 +1,11 @@
-"""Whether a request is traced, and by which trace, looked for on its path. No framework.
+"""Whether a request (or a task run) is traced, and by which trace, looked for on its path. No
+framework: the request middleware and the task shells ask here.
 
 A request is traced when OpenTelemetry's current span is valid and sampled (when
 ``opentelemetry-api`` is installed: imported on first use, never required), or else when it
 came with a W3C ``traceparent`` header whose sampled flag is set: then its trace id and its
-parent id are the exemplar's ``trace_id`` and ``span_id``.
+parent id are the exemplar's ``trace_id`` and ``span_id``. A task run likewise: the span
+current when it starts, else the ``traceparent`` its message carried.
 
 The request's path only notes what it found (a ``core.exemplars.Trace``: the span's context,
 or the header's value when its form is right and its flags say sampled: a few C-level string
@@ -116,10 +118,17 @@ def asgi_trace(headers: Any) -> Trace | None:
 
 
 def wsgi_trace(environ: dict[str, Any]) -> Trace | None:
-    """A WSGI request's trace: the current span's, else its ``traceparent`` header's when
-    sampled. Never raises."""
+    """A WSGI request's trace (a Django request's too: its ``META``): the current span's,
+    else its ``traceparent`` header's when sampled. Never raises."""
+    return traced(environ.get("HTTP_TRACEPARENT"))
+
+
+def traced(traceparent: object) -> Trace | None:
+    """The current span's trace, else ``traceparent``'s (a header's value, text or bytes)
+    when sampled; None for anything else. Never raises."""
     span = current_span()
     if span is not None:
         return span
-    value = environ.get("HTTP_TRACEPARENT")
-    return value if value.__class__ is str and sampled(value) else None
+    if traceparent.__class__ is str or traceparent.__class__ is bytes:
+        return traceparent if sampled(traceparent) else None
+    return None
