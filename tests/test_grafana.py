@@ -329,14 +329,15 @@ def test_prometheus_datasource_provisioning() -> None:
 
 
 def test_the_latency_panel_shows_exemplars_and_compose_says_where_traces_open() -> None:
-    (dashboard,) = (json.loads(p.read_text()) for p in PROM_DASHBOARDS)
-    (latency,) = [p for p in dashboard["panels"] if p["title"].startswith("Duration")]
-    # on the p99 query only: Grafana asks for the exemplars of each query that wants them, and
-    # the three quantiles select the same buckets (their dots would be drawn three times)
-    assert [t["refId"] for t in latency["targets"] if t.get("exemplar")] == ["C"]
-    assert "histogram_quantile(0.99" in latency["targets"][2]["expr"]
-    assert not [t for p in dashboard["panels"] if p is not latency
-                for t in p.get("targets", []) if t.get("exemplar")]  # fmt: skip
+    for path in ALL_PROM_DASHBOARDS:  # requests' durations, task run times
+        dashboard = json.loads(path.read_text())
+        (latency,) = [p for p in dashboard["panels"] if p["title"].startswith("Duration")]
+        # on the p99 query only: Grafana asks for the exemplars of each query that wants them,
+        # and the three quantiles select the same buckets (their dots would be drawn thrice)
+        assert [t["refId"] for t in latency["targets"] if t.get("exemplar")] == ["C"], path
+        assert "histogram_quantile(0.99" in latency["targets"][2]["expr"]
+        assert not [t for p in dashboard["panels"] if p is not latency
+                    for t in p.get("targets", []) if t.get("exemplar")]  # fmt: skip
     compose = load_yaml(ROOT / "docker-compose.yml")
     for service in ("datasource", "grafana"):
         template = compose["services"][service]["environment"]["SLICECOUNT_TRACE_URL"]
