@@ -49,6 +49,7 @@ docs-serve: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_recorder.py
 	$(BIN)/python benchmarks/bench_middleware.py
+	$(BIN)/python benchmarks/bench_exemplars.py
 	$(BIN)/python benchmarks/bench_django.py
 	$(BIN)/python benchmarks/bench_throttle.py
 	$(BIN)/python benchmarks/bench_datasource.py

@@ -27,6 +27,8 @@ APP_COMMANDS = (
     # the blocks layout: its blocks read in ranges, moved whole when resharding
     "+getrange +exists "
     "+zadd +zrem +zscore +zrange +zrangebyscore +zrangebylex +zremrangebyscore +zscan "
+    # exemplars: a minute's replaced, the bound, the retention
+    "+zremrangebylex +zremrangebyrank "
     # unique counts
     "+sadd +scard +smembers +pfadd +pfcount +pfmerge"
 )

@@ -113,9 +113,9 @@ def test_the_range_and_an_app_histogram(client: TestClient) -> None:
     assert ok(client.get("/api/v1/query_exemplars", params=rfc))["data"] == [EVERY[2]]
     everything = ok(client.get("/api/v1/query_exemplars", params=[("query", HISTOGRAM)]))
     assert everything["data"] == EVERY  # no start nor end: all of them
-    queue = ok(client.get("/api/v1/query_exemplars", params=asked("queue_wait_bucket")))
+    queue = ok(client.get("/api/v1/query_exemplars", params=asked("queue_wait_seconds_bucket")))
     assert queue["data"] == [
-        {"seriesLabels": {"__name__": "queue_wait_bucket", "le": "2.5", "queue": "mail"},
+        {"seriesLabels": {"__name__": "queue_wait_seconds_bucket", "le": "2.5", "queue": "mail"},
          "exemplars": [{"labels": {"trace_id": "q"}, "value": "1.5", "timestamp": T0}]}
     ]  # fmt: skip
 

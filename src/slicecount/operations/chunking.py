@@ -188,7 +188,7 @@ def _add_exemplars(ctx: Context, chunks: _Chunks, exemplars: ExemplarBuffer | No
     for chunk in touched:
         key = keys.exemplars(chunk.shard)
         chunk.samples.append(("ZREMRANGEBYRANK", key, 0, -bound - 1))
-        chunk.samples.append(("EXPIRE", key, retention))
+        chunk.samples.append(("PEXPIRE", key, retention * 1000))
 
 
 def prepare_safely(
