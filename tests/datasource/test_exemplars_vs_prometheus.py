@@ -52,6 +52,10 @@ pytestmark = [
 ]
 
 SECONDS = 8.0
+LATE = 0.1
+"""How late an exemplar's time may be after the client read its answer: the middleware
+stamps a request when the server took its last chunk, and the client (a thread of this
+process, the GIL shared) may read it first."""
 SLEEPS = (10, 60, 300)
 """Sleeps (ms) of the requests: durations in several buckets."""
 QUERY = "histogram_quantile(0.99, sum by (le) (rate(http_request_duration_seconds_bucket[5m])))"
@@ -273,7 +277,8 @@ def test_both_answer_the_same_shape_and_slicecounts_are_the_traces_sent(
         for exemplar in item["exemplars"]:
             request = by_ids[(exemplar["labels"]["trace_id"], exemplar["labels"]["span_id"])]
             assert lower < float(exemplar["value"]) <= upper
-            assert request.sent - 0.001 <= exemplar["timestamp"] <= request.answered + 0.001
+            # within its request's time, and so its second
+            assert request.sent - 0.001 <= exemplar["timestamp"] <= request.answered + LATE
             kept.add((le, int(exemplar["timestamp"] // 60)))
     # and every bucket and minute that had traced requests has one
     assert {(le, int(when // 60)) for le, when in recorder.seen} <= kept

@@ -134,7 +134,9 @@ def test_every_exemplar_is_a_trace_sent_and_every_traced_minute_has_one(
             one = dict(exemplar.labels)
             sent = by_ids.get((one["trace_id"], one["span_id"]))
             assert sent is not None, f"{one} was never sent traced"
-            assert sent.sent - 0.001 <= exemplar.time <= sent.answered + 0.001
+            # within its request's time (stamped once the server took the last chunk: a
+            # client may read the answer a little before)
+            assert sent.sent - 0.001 <= exemplar.time <= sent.answered + 0.1
             assert lower < exemplar.value <= le
             kept_by.add((sent.route, int(exemplar.time // 60)))
     # every (sleep, minute) with traced requests kept one of them: each sleep's durations

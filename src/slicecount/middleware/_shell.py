@@ -19,6 +19,7 @@ from slicecount.core.histogram import DEFAULT_COUNT_BUCKETS, DEFAULT_DURATION_BU
 from slicecount.core.series import LabelValue
 from slicecount.middleware._core import UNIQUE_CLIENTS_METRIC, RequestMapping
 from slicecount.middleware.throttle import Throttle
+from slicecount.recording import traces
 from slicecount.recording.recorder import Recorder
 from slicecount.recording.source import RecorderSource
 from slicecount.store import Store
@@ -176,6 +177,8 @@ class RequestCounter:
         self.exemplars = exemplars
         """Whether a traced request's duration keeps an exemplar (the shells look for the
         trace only then)."""
+        if exemplars:
+            traces.prepare()
         self._warned = False
 
     def end(

@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping
 from slicecount.config import Settings
 from slicecount.core.exemplars import Trace
 from slicecount.core.series import LabelValue
+from slicecount.recording import traces
 from slicecount.recording.recorder import Recorder
 from slicecount.recording.source import RecorderSource
 from slicecount.workers.runs import TASK_BUCKETS, RunMapping
@@ -40,6 +41,7 @@ class TaskCounter:
             queue_wait_buckets=queue_wait_buckets,
         )  # fmt: skip
         self.source.watch(self.mapping.forget)
+        traces.prepare()  # (in the parent: the children a worker forks inherit the import)
         self._warned = False
 
     def record(
