@@ -43,6 +43,19 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.parametrize("layout", list(layouts.args or LAYOUTS), indirect=True)
 
 
+LONGEST_FIRST = (
+    "tests/test_compaction_failover.py", "tests/workers/test_celery.py", "tests/workers/test_rq.py"
+)  # fmt: skip
+"""Modules whose tests take minutes, mostly waiting on servers and worker processes (a
+failover, 400 recycled Celery children): run first, so that
+the other pytest-xdist workers share the rest meanwhile instead of waiting for them at the
+end (the order is the same in every worker: xdist requires it)."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    items.sort(key=lambda item: not item.nodeid.startswith(LONGEST_FIRST))  # stable
+
+
 def _name(topology: object) -> str:
     return str(getattr(topology, "values", [topology])[0])
 

@@ -14,7 +14,7 @@ from celery.exceptions import Ignore, Reject
 from slicecount.workers.celery import instrument
 from tests.workers import jobs
 
-app = Celery("tests.workers.celery_app", broker=os.environ.get("CELERY_BROKER_URL"))
+app = Celery("tests.workers.celery_app")  # the broker: CELERY_BROKER_URL, or the test's
 app.conf.update(
     task_ignore_result=True,
     broker_connection_retry_on_startup=True,

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 import redis
+from celery import Celery
 
 from slicecount.embedded import EmbeddedRedis
 from slicecount.store import Store
@@ -35,6 +36,14 @@ def server() -> Iterator[EmbeddedRedis]:
         yield started
 
 
+def use_broker(app: Celery, url: str) -> None:
+    """Publish to ``url`` from now on: the pools of an earlier test's broker dropped (the app
+    keeps its producers' pool past ``close()``: what a fork resets, reset here)."""
+    app.close()
+    app.amqp._producer_pool = None
+    app.conf.broker_url = url
+
+
 def said(truth: redis.Redis) -> dict[str, int]:
     return {state: int(truth.get(jobs.TRUTH + state) or 0) for state in STATES}
 
@@ -53,6 +62,7 @@ def wait_for(check: Callable[[], bool], what: str, timeout: float = 120) -> None
         time.sleep(0.2)
 
 
+@pytest.mark.timeout(600)  # 400 children recycled, each by billiard's own 1 s pause
 def test_every_run_is_counted_across_recycled_children_and_a_warm_shutdown(
     server: EmbeddedRedis, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -66,7 +76,7 @@ def test_every_run_is_counted_across_recycled_children_and_a_warm_shutdown(
         monkeypatch.setenv(name, env[name])  # the publisher: this process
     from tests.workers.celery_app import app, flaky, work
 
-    app.conf.broker_url = broker_url
+    use_broker(app, broker_url)
     log = tmp_path / "worker.log"
     with log.open("wb") as output:
         worker = subprocess.Popen(
@@ -103,6 +113,7 @@ def test_every_run_is_counted_across_recycled_children_and_a_warm_shutdown(
         worker.send_signal(signal.SIGTERM)  # a warm shutdown: running tasks end, then exit
         assert worker.wait(timeout=120) == 0, log.read_text()[-3000:]
     finally:
+        app.close()
         if worker.poll() is None:
             worker.kill()
             worker.wait()
@@ -130,7 +141,7 @@ def test_runs_that_never_ran_or_ran_out_of_time_are_counted(
         monkeypatch.setenv(name, env[name])
     from tests.workers.celery_app import app, ignore, reject, stuck, work
 
-    app.conf.broker_url = broker_url
+    use_broker(app, broker_url)
     expired = datetime.now(timezone.utc) - timedelta(minutes=1)
     work.apply_async((1,), expires=expired)  # expired before any worker takes it
     app.send_task("nobody.knows.this", (1,))
@@ -153,6 +164,7 @@ def test_runs_that_never_ran_or_ran_out_of_time_are_counted(
         wait_for(lambda: said(truth)["succeeded"] == 1, "the tasks")
         wait_for(lambda: totals(store, RUNS_METRIC, "state") == expected, "the counts", 30)
     finally:
+        app.close()
         worker.send_signal(signal.SIGTERM)
         worker.wait(timeout=60)
     by_task = totals(store, RUNS_METRIC, "task")
