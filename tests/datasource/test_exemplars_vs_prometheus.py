@@ -246,6 +246,11 @@ def test_both_answer_the_same_shape_and_slicecounts_are_the_traces_sent(
             form = {"query": QUERY, "start": str(start), "end": str(end)}
             ours = client.post("/api/v1/query_exemplars", data=form).json()
 
+    print(  # what each side kept (pytest -s shows it)
+        f"traced requests {len(traced)}: Prometheus {len(theirs['data'])} series, "
+        f"{sum(len(i['exemplars']) for i in theirs['data'])} exemplars; slicecount "
+        f"{len(ours['data'])} series, {sum(len(i['exemplars']) for i in ours['data'])} exemplars"
+    )
     # the same shape, field for field, and the same label names
     for body in (theirs, ours):
         assert body["status"] == "success" and set(body) == {"status", "data"}
