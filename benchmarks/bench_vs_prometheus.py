@@ -106,8 +106,8 @@ def datasource_app() -> Any:
     ``SLICECOUNT_*`` environment (default limits unless set there), its clock running from the
     traffic's end, so Grafana's "now" is that end and the discovery cache expires as it does."""
     from slicecount.config import Settings
+    from slicecount.config.request_limits import Limits
     from slicecount.datasource.app import create_app
-    from slicecount.datasource.limits import Limits
 
     shift = time.time() - float(os.environ[NOW_VARIABLE])
     return create_app(

@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from slicecount import parse_series, series_id
-from slicecount.middleware._core import DURATION_METRIC, REQUESTS_METRIC, RequestMapping
+from slicecount.middleware.mapping import DURATION_METRIC, REQUESTS_METRIC, RequestMapping
 
 SCRAPE_INTERVAL = 15
 """Seconds between two Prometheus scrapes (a common setting, and Grafana's default step floor)."""

@@ -21,10 +21,10 @@ from slicecount.config import Settings
 from slicecount.core import blocks, splices
 from slicecount.core.slices import slice_starts
 from slicecount.datasource.app import create_app
-from slicecount.datasource.decoding import slices_matrix
 from slicecount.operations import block_reading
 from slicecount.operations.batches import Batch, Operation
 from slicecount.operations.chunking import Chunk
+from slicecount.reads.decoding import slices_matrix
 from slicecount.recording.outbox import Outbox
 from slicecount.recording.recorder import Recorder
 from slicecount.store import Store

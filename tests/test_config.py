@@ -11,7 +11,7 @@ from slicecount.config import (
     Settings,
     environment,
 )
-from slicecount.datasource.limits import Limits
+from slicecount.config.request_limits import Limits
 from slicecount.errors import ConfigurationError
 
 

@@ -18,7 +18,7 @@ from starlette.testclient import TestClient
 import slicecount
 from slicecount.cli import main
 from slicecount.config import ENV_PREFIX, Settings
-from slicecount.datasource.limits import Limits
+from slicecount.config.request_limits import Limits
 from slicecount.store import Store
 from tests.test_default import clean_default
 
@@ -113,8 +113,8 @@ def test_django_quickstart_names_the_middleware_and_good_settings() -> None:
     pytest.importorskip("django")
     from django.utils.module_loading import import_string
 
-    from slicecount.middleware._shell import Options
     from slicecount.middleware.django import SliceCountMiddleware
+    from slicecount.middleware.shell import Options
 
     started = ["django.middleware.security.SecurityMiddleware"]
     namespace: dict[str, Any] = {"MIDDLEWARE": started}

@@ -24,9 +24,9 @@ from starlette.testclient import TestClient
 import slicecount
 from slicecount.config import Settings
 from slicecount.datasource.app import create_app
-from slicecount.datasource.protocol import regex_escape
+from slicecount.datasource.simpod.protocol import regex_escape
 from slicecount.examples.traffic import flask_request, starlette_request
-from slicecount.middleware._core import (
+from slicecount.middleware.mapping import (
     DB_DURATION_METRIC,
     DB_QUERIES_METRIC,
     DURATION_METRIC,

@@ -2,8 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from slicecount.core.key_names import THROTTLE_TAG_MAX, throttle_tag
-from slicecount.core.keys import KeySpace
+from slicecount.core.keys import THROTTLE_TAG_MAX, KeySpace, throttle_tag
 
 
 def test_one_shard_is_the_book_layout() -> None:

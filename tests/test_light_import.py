@@ -13,7 +13,6 @@ PURE = [
     "slicecount.core.series",
     "slicecount.core.keys",
     "slicecount.core.key_layouts",
-    "slicecount.core.key_names",
     "slicecount.core.blocks",
     "slicecount.core.frames",
     "slicecount.core.splices",
@@ -31,20 +30,20 @@ PURE = [
     "slicecount.operations.chunking",
     "slicecount.operations.writing",
     "slicecount.operations.reading",
-    "slicecount.datasource.targets",
-    "slicecount.datasource.rewrites",
+    "slicecount.datasource.simpod.targets",
+    "slicecount.datasource.simpod.rewrites",
     "slicecount.promql.parser",
     "slicecount.promql.engine",
     "slicecount.promql.windows",
-    "slicecount.datasource.prometheus.names",
+    "slicecount.query.catalogue",
     "slicecount.datasource.prometheus.params",
-    "slicecount.datasource.prometheus.plan",
+    "slicecount.query.precision",
     "slicecount.datasource.prometheus.results",
-    "slicecount.middleware._core",
-    "slicecount.cleaner.plan",
+    "slicecount.middleware.mapping",
+    "slicecount.cleaner.schedule",
     "slicecount.throttle",
     "slicecount.throttle.limits",
-    "slicecount.throttle.windows",
+    "slicecount.throttle.decision",
     "slicecount.throttle.quota",
     "slicecount.throttle.operations",
 ]
@@ -116,8 +115,8 @@ def test_a_wsgi_or_flask_app_loads_nothing_of_the_other_extras(
     assert out.stdout.strip() == str(sorted(allowed)), (module, out.stderr)
 
 
-QUERY_READERS = ["slicecount.promql.parser", "slicecount.datasource.targets",
-                 "slicecount.datasource.prometheus.plan", "slicecount.promql.distinct"]  # fmt: skip
+QUERY_READERS = ["slicecount.promql.parser", "slicecount.datasource.simpod.targets",
+                 "slicecount.query.precision", "slicecount.promql.distinct"]  # fmt: skip
 
 
 def test_parsing_and_planning_load_no_numpy() -> None:

@@ -8,7 +8,7 @@ import pytest
 from redis.crc import key_slot
 
 from slicecount.config import Settings
-from slicecount.core.key_names import series_digest
+from slicecount.core.keys import series_digest
 from slicecount.errors import StoreError
 from slicecount.operations import annotating, chunking, compacting, reading, trimming, writing
 from slicecount.operations.batches import Batch, Context, Operation, ScriptCall

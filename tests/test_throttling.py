@@ -18,8 +18,8 @@ from slicecount.config import Settings
 from slicecount.errors import ConfigurationError
 from slicecount.store import Store
 from slicecount.throttle import operations as throttling
+from slicecount.throttle.decision import Counts, Decision, Strategy, decide, window_of
 from slicecount.throttle.limits import Limit, parse_limits
-from slicecount.throttle.windows import Counts, Decision, Strategy, decide, window_of
 
 T0 = 1_700_000_000  # T0 - 20 is a multiple of 60, T0 - 800 of 3600
 TEN = parse_limits("10/second")

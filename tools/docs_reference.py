@@ -29,8 +29,7 @@ import click
 
 import slicecount.config as settings_module
 from slicecount import cli
-from slicecount.config import defaults
-from slicecount.datasource import limits
+from slicecount.config import defaults, request_limits
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFIGURATION = ROOT / "docs" / "reference" / "configuration.md"
@@ -134,11 +133,11 @@ def configuration_page() -> str:
         "| limit | environment | default | what |",
         "|---|---|---|---|",
     ]
-    for field in fields(limits.Limits):
+    for field in fields(request_limits.Limits):
         env = settings_module.ENV_PREFIX + field.name.upper()
         lines.append(
             f"| `{field.name}` | `{env}` | {_default(field)} | "
-            f"{describe(limits.Limits, field, {})} |"
+            f"{describe(request_limits.Limits, field, {})} |"
         )
     return "\n".join(lines) + "\n"
 

@@ -129,21 +129,31 @@ class EmbeddedRedis:
         args = [
             self.executable,
             *first,
-            "--port", str(self.port),
-            "--bind", "127.0.0.1",
-            "--dir", self._dir.name,
-            "--logfile", str(log),
-            "--save", "",
-            "--appendonly", "no",
-            "--daemonize", "no",
+            "--port",
+            str(self.port),
+            "--bind",
+            "127.0.0.1",
+            "--dir",
+            self._dir.name,
+            "--logfile",
+            str(log),
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--daemonize",
+            "no",
             *self.args,
-        ]  # fmt: skip
+        ]
         # A session of its own: a terminal's Ctrl-C reaches only its owner, which stops it
         # last, after the processes that write to it have flushed.
         self._process = subprocess.Popen(
-            args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
+            args,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.STDOUT,
             start_new_session=True,
-        )  # fmt: skip
+        )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             # Redis logs this line once it listens: no command needed to know it is up.

@@ -37,6 +37,10 @@ class QueryError(SlicecountError, ValueError):
     """A datasource query is malformed or exceeds a limit."""
 
 
+class LimitExceeded(QueryError):
+    """A request asks for more work than a limit allows (answered 422)."""
+
+
 class StartupError(SlicecountError):
     """A process slicecount starts (the embedded redis-server, a demo service) did not come
     up, or its binary is missing; the message says why and shows the process's last output."""

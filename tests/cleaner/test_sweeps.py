@@ -18,7 +18,7 @@ import redis
 from click.testing import CliRunner, Result
 
 from slicecount.cleaner import Cleaner, PassStats
-from slicecount.cleaner.plan import pass_index, pass_start, sweep_every
+from slicecount.cleaner.schedule import pass_index, pass_start, sweep_every
 from slicecount.cli import main
 from slicecount.config import DEFAULT_PRECISIONS as PRECISIONS
 from slicecount.config import Settings

@@ -15,8 +15,8 @@ from urllib.parse import urlsplit
 import pytest
 
 from slicecount.config import Settings
+from slicecount.config.request_limits import Limits
 from slicecount.datasource.app import create_app
-from slicecount.datasource.limits import Limits
 from tests.serving import serving
 
 if TYPE_CHECKING:

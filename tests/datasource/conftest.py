@@ -9,9 +9,9 @@ import pytest
 from starlette.testclient import TestClient
 
 from slicecount.config import DEFAULT_PRECISIONS, DEFAULT_RETENTION, Settings
+from slicecount.config.request_limits import Limits
 from slicecount.datasource.app import create_app
-from slicecount.datasource.limits import Limits
-from slicecount.datasource.reader import Reader
+from slicecount.reads.reader import Reader
 from slicecount.store import Store
 from slicecount.store.asyncio import AsyncStore
 

@@ -10,8 +10,8 @@ import pytest
 from starlette.testclient import TestClient
 
 from slicecount.config import Settings
+from slicecount.config.request_limits import Limits
 from slicecount.datasource.app import create_app
-from slicecount.datasource.limits import Limits
 from slicecount.store import Store
 from tests.datasource.conftest import HOUR, NOW, iso, legacy_body, write_known_data
 

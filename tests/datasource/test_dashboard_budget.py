@@ -18,7 +18,7 @@ from starlette.testclient import TestClient
 from slicecount import parse_series, series_id
 from slicecount.config import Settings
 from slicecount.datasource.app import create_app
-from slicecount.middleware._core import REQUESTS_METRIC, RequestMapping
+from slicecount.middleware.mapping import REQUESTS_METRIC, RequestMapping
 from slicecount.store import Store
 from tests.datasource.conftest import NOW
 

@@ -11,8 +11,8 @@ from slicecount.core import blocks, splices
 from slicecount.core.blocks import NOTHING_STORED, BlockError, Header
 from slicecount.core.frames import FRAME_SLICES, decode_frame, encode_frame
 from slicecount.core.spans import Spans
-from slicecount.datasource import decoding
-from slicecount.datasource.decoding import decode_frames, slices_matrix
+from slicecount.reads import decoding
+from slicecount.reads.decoding import decode_frames, slices_matrix
 
 T0 = 1_700_000_000 - 1_700_000_000 % 3600
 LADDER = (1, 5, 60)

@@ -10,12 +10,12 @@ import pytest
 from starlette.testclient import TestClient
 
 from slicecount.config import Settings
+from slicecount.config.request_limits import Limits
 from slicecount.datasource.app import create_app
-from slicecount.datasource.distinct_times import collapse, expand
-from slicecount.datasource.limits import Limits
-from slicecount.datasource.prometheus.plan import evaluation_times
 from slicecount.promql.parser import parse
 from slicecount.promql.values import Grid, Series
+from slicecount.query.distinct_times import collapse, expand
+from slicecount.query.precision import evaluation_times
 from slicecount.store import Store
 from tests.datasource.conftest import HOUR, NOW, write_known_data
 

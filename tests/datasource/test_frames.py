@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from slicecount.datasource.frames import (
+from slicecount.datasource.render import render
+from slicecount.datasource.simpod.shapes import (
     Line,
     Value,
     annotation_table,
@@ -20,7 +21,6 @@ from slicecount.datasource.frames import (
     table,
     timeseries,
 )
-from slicecount.datasource.render import render
 
 T0 = 1_700_000_040  # a multiple of 60
 STARTS = range(T0, T0 + 180, 60)

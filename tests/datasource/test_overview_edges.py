@@ -13,8 +13,8 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 
 from slicecount.config import Settings
+from slicecount.config.request_limits import Limits
 from slicecount.core.series import encode
-from slicecount.datasource.limits import Limits
 from slicecount.store import Store
 from tests.datasource import overview_data
 from tests.datasource.chromium import (

@@ -12,8 +12,8 @@ import pytest
 from starlette.testclient import TestClient
 
 from slicecount.config import Settings
+from slicecount.config.request_limits import Limits
 from slicecount.datasource.app import create_app
-from slicecount.datasource.limits import Limits
 from slicecount.embedded import EmbeddedRedis
 from slicecount.store import Store
 from tests.datasource.conftest import NOW, iso, write_known_data

@@ -11,8 +11,9 @@ import pytest
 from starlette.testclient import TestClient
 
 from slicecount.config import Settings
+from slicecount.config.request_limits import Limits
 from slicecount.datasource.app import create_app
-from slicecount.datasource.limits import POINT_BYTES, Limits, answer_points
+from slicecount.query.budget import POINT_BYTES, answer_points
 from slicecount.store import Store
 from tests.datasource.conftest import NOW, legacy_body
 

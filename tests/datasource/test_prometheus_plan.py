@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from slicecount.config import Settings
-from slicecount.datasource.prometheus.names import Catalogue, Source, derive, exposed
 from slicecount.datasource.prometheus.params import BadData, Params, parse_step, parse_time
-from slicecount.datasource.prometheus.plan import choose, evaluation_times, needs
 from slicecount.promql.parser import parse
+from slicecount.query.catalogue import Catalogue, Source, derive, exposed
+from slicecount.query.precision import choose, evaluation_times, needs
 
 NOW = 1_700_006_400 + 7230  # 30 s into a minute
 

@@ -12,8 +12,8 @@ import pytest
 from starlette.testclient import TestClient
 
 from slicecount.config import Settings
+from slicecount.config.request_limits import Limits
 from slicecount.datasource.app import create_app
-from slicecount.datasource.limits import Limits
 from slicecount.store import Store
 
 NOW = int(time.time()) // 60 * 60 - 30

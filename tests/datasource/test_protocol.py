@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from slicecount.datasource.limits import LimitExceeded, Limits
-from slicecount.datasource.protocol import (
+from slicecount.config.request_limits import Limits
+from slicecount.datasource.simpod.protocol import (
     Target,
     adhoc_matchers,
     annotation_tags,
@@ -20,8 +20,8 @@ from slicecount.datasource.protocol import (
     regex_escape,
     visible_targets,
 )
-from slicecount.datasource.targets import parse
-from slicecount.errors import QueryError
+from slicecount.datasource.simpod.targets import parse
+from slicecount.errors import LimitExceeded, QueryError
 from slicecount.promql.ast import Aggregate, Call, Matcher, MatrixSelector, NumberLiteral
 
 LIMITS = Limits(max_targets=3, max_range_seconds=86400)
@@ -148,7 +148,7 @@ def test_regex_escape_like_grafana() -> None:
 
 
 def test_limits_come_from_the_environment_and_refuse_nonsense() -> None:
-    from slicecount.datasource.limits import Limits
+    from slicecount.config.request_limits import Limits
 
     limits = Limits.from_env(
         {"SLICECOUNT_MAX_REQUEST_POINTS": "1000", "SLICECOUNT_MAX_RANGE_SECONDS": "3600.5"}

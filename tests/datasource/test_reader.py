@@ -10,12 +10,13 @@ from typing import Any, TypeVar
 import pytest
 
 from slicecount.config import Settings
+from slicecount.config.request_limits import Limits
 from slicecount.core.spans import Spans
-from slicecount.datasource import endpoints
-from slicecount.datasource.chunked_reads import READS_IN_FLIGHT
-from slicecount.datasource.concurrency import all_done
-from slicecount.datasource.limits import LimitExceeded, Limits
-from slicecount.datasource.reader import Reader
+from slicecount.datasource.simpod import endpoints
+from slicecount.errors import LimitExceeded
+from slicecount.reads.chunks import READS_IN_FLIGHT
+from slicecount.reads.reader import Reader
+from slicecount.reads.sharing import all_done
 from slicecount.store import Store
 from slicecount.store.asyncio import AsyncStore
 from tests.datasource.conftest import HOUR, NOW, legacy_body, write_known_data

@@ -11,8 +11,8 @@ from schemathesis.checks import not_a_server_error
 from starlette.testclient import TestClient
 
 from slicecount.config import Settings
+from slicecount.config.request_limits import Limits
 from slicecount.datasource.app import create_app
-from slicecount.datasource.limits import Limits
 from tests.datasource.conftest import NOW
 
 # The app object is built at import (schemathesis needs it to load the schema); its Redis URL

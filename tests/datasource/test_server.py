@@ -15,8 +15,8 @@ import pytest
 
 from slicecount.cleaner.compaction import Compactor
 from slicecount.config import Settings
+from slicecount.config.request_limits import Limits
 from slicecount.datasource.app import create_app
-from slicecount.datasource.limits import Limits
 from slicecount.store import Store
 from tests.datasource.conftest import NOW, legacy_body
 from tests.serving import serving

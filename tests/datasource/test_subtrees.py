@@ -9,16 +9,16 @@ from typing import Any
 import pytest
 
 from slicecount.config import Settings
-from slicecount.datasource import subtrees
-from slicecount.datasource.limits import Limits
+from slicecount.config.request_limits import Limits
 from slicecount.datasource.prometheus import api
 from slicecount.datasource.prometheus.params import Params
-from slicecount.datasource.reader import Reader
-from slicecount.datasource.subtrees import lowest_aggregations, ready
 from slicecount.promql.ast import Aggregate, Node, VectorSelector, walk
 from slicecount.promql.engine import Evaluator, Result
 from slicecount.promql.parser import parse
 from slicecount.promql.values import Grid, Raw
+from slicecount.query import subtrees
+from slicecount.query.subtrees import lowest_aggregations, ready
+from slicecount.reads.reader import Reader
 from slicecount.store import Store
 from slicecount.store.asyncio import AsyncStore
 from tests.datasource.conftest import HOUR, NOW

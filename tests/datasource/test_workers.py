@@ -17,7 +17,7 @@ from click.testing import CliRunner
 
 from slicecount.cli import main
 from slicecount.config import Settings
-from slicecount.datasource.limits import Limits
+from slicecount.config.request_limits import Limits
 from slicecount.datasource.serving import (
     RESOLVED_VARIABLE,
     from_resolved,

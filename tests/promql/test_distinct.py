@@ -7,13 +7,13 @@ from __future__ import annotations
 import pytest
 
 from slicecount.config import Settings
-from slicecount.datasource.prometheus.plan import Need, choose
 from slicecount.errors import QueryError
 from slicecount.promql.ast import Aggregate, Node, VectorSelector, walk
 from slicecount.promql.distinct import carries_counts, check, unions, windows
 from slicecount.promql.engine import as_vector, evaluate
 from slicecount.promql.parser import parse
 from slicecount.promql.values import Grid, Series
+from slicecount.query.precision import Need, choose
 
 NOW = 1_700_006_400 + 7230
 

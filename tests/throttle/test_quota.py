@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import threading
 
+from slicecount.throttle.decision import Decision
 from slicecount.throttle.limits import parse_limits
 from slicecount.throttle.quota import Claim, GiveBack, Quotas
-from slicecount.throttle.windows import Decision
 
 T0 = 1_700_000_000
 HOUR, SECOND = parse_limits("1000/hour; 5/second")

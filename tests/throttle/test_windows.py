@@ -11,8 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from slicecount.errors import ConfigurationError
-from slicecount.throttle.limits import Limit, parse_limits
-from slicecount.throttle.windows import (
+from slicecount.throttle.decision import (
     Counts,
     Decision,
     Strategy,
@@ -23,6 +22,7 @@ from slicecount.throttle.windows import (
     weight,
     window_of,
 )
+from slicecount.throttle.limits import Limit, parse_limits
 
 T0 = 1_700_000_040  # a multiple of 60
 TEN = Limit(10, 1, "10/second")

@@ -1,6 +1,6 @@
 """The sidecar cleaner: trims samples past retention and forgets counters that became empty.
 
-``Cleaner`` and ``PassStats`` load on first use, so ``slicecount.cleaner.plan`` stays pure.
+``Cleaner`` and ``PassStats`` load on first use, so ``slicecount.cleaner.schedule`` stays pure.
 
 It may import store/, operations/, core/, config and errors.
 

@@ -10,7 +10,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from slicecount.cleaner.plan import sealed_point
+from slicecount.cleaner.schedule import sealed_point
 from slicecount.cleaner.sizing import ChunkSizer
 from slicecount.operations import compacting
 from slicecount.operations.compacting import FIRST_BUDGET, SERIES_UNITS, Compacted

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Concatenate, ParamSpec, TypeVar
 
 from slicecount.cleaner.compaction import Compaction, Compactor, uses_blocks
-from slicecount.cleaner.plan import (
+from slicecount.cleaner.schedule import (
     Due,
     Trim,
     annotation_cutoff,
@@ -171,11 +171,24 @@ class Cleaner:
             "%d hashes forgotten, %d full trims, %d bad keys, %d annotations, %d exemplars, "
             "%d writers forgotten, %d unique series forgotten, %d calls "
             "(slowest %.1f ms, held Redis %.1f ms at most), %.2f s",
-            index, " (interrupted)" if stats.interrupted else "", stats.precisions,
-            stats.swept, stats.hashes, stats.deleted, stats.removed, stats.full, stats.bad,
-            stats.annotations, stats.exemplars, stats.writers, stats.uniques, stats.calls,
-            stats.slowest_call_ms, stats.longest_hold_ms, stats.seconds,
-        )  # fmt: skip
+            index,
+            " (interrupted)" if stats.interrupted else "",
+            stats.precisions,
+            stats.swept,
+            stats.hashes,
+            stats.deleted,
+            stats.removed,
+            stats.full,
+            stats.bad,
+            stats.annotations,
+            stats.exemplars,
+            stats.writers,
+            stats.uniques,
+            stats.calls,
+            stats.slowest_call_ms,
+            stats.longest_hold_ms,
+            stats.seconds,
+        )
         return stats
 
     def _trims(self, stats: PassStats, every_precision: bool, lease_ms: int, ahead: float) -> None:
@@ -221,9 +234,14 @@ class Cleaner:
             logger.warning("skipped bad data: %s", "; ".join(done.bad[:10]))
         logger.info(
             "compacted %d of %d series: %d fields moved, %d expired, %d bytes written, "
-            "%d splices skipped on a conflict", done.compacted, done.series, done.moved,
-            done.expired, done.written, done.conflicts,
-        )  # fmt: skip
+            "%d splices skipped on a conflict",
+            done.compacted,
+            done.series,
+            done.moved,
+            done.expired,
+            done.written,
+            done.conflicts,
+        )
 
     def _claim(self, due: Due, last: int | None, lease_ms: int) -> bool:
         """Whether this cleaner sweeps ``due.precision`` now: the claim outlives the sweep

@@ -52,8 +52,13 @@ def main(verbose: int) -> None:
 @click.option("--token", help="require this bearer token / basic password [SLICECOUNT_TOKEN]")
 @click.option("--host", default="127.0.0.1", show_default=True, help="address to listen on")
 @click.option("--port", default=8080, show_default=True, help="port to listen on")
-@click.option("--workers", default=1, show_default=True, type=click.IntRange(min=1),
-              help="worker processes (each gets every option)")  # fmt: skip
+@click.option(
+    "--workers",
+    default=1,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="worker processes (each gets every option)",
+)
 def datasource(settings: Settings, host: str, port: int, workers: int) -> None:
     """Serve the Grafana JSON datasource (simpod-json-datasource or SimpleJSON)."""
     try:
@@ -62,8 +67,8 @@ def datasource(settings: Settings, host: str, port: int, workers: int) -> None:
         raise click.ClickException(
             str(MissingExtra("datasource", exc, "slicecount datasource"))
         ) from None
+    from slicecount.config.request_limits import Limits
     from slicecount.datasource.auth import open_warning
-    from slicecount.datasource.limits import Limits
 
     try:
         limits = Limits.from_env(os.environ)
@@ -85,9 +90,13 @@ def datasource(settings: Settings, host: str, port: int, workers: int) -> None:
 @click.option("--time", "when", type=float, default=None, help="epoch seconds (default: now)")
 @click.option("--end", type=float, default=None, help="epoch seconds the event ended")
 def annotate(
-    settings: Settings, text: str, tags: tuple[str, ...], title: str, when: float | None,
+    settings: Settings,
+    text: str,
+    tags: tuple[str, ...],
+    title: str,
+    when: float | None,
     end: float | None,
-) -> None:  # fmt: skip
+) -> None:
     """Record an annotation (a deploy marker...) that Grafana panels show."""
     with Store(settings) as store:
         try:
@@ -100,8 +109,13 @@ def annotate(
 
 @main.command()
 @settings_options
-@click.option("--from", "shards_before", type=int, required=True, help="the shard count the "
-              "counters were written with (the configured --shards is the new one)")  # fmt: skip
+@click.option(
+    "--from",
+    "shards_before",
+    type=int,
+    required=True,
+    help="the shard count the counters were written with (the configured --shards is the new one)",
+)
 def reshard(settings: Settings, shards_before: int) -> None:
     """Move the counters written with another shard count to the configured one, exactly
     once (safe to rerun, and beside writers); run again if some were written meanwhile."""
@@ -132,12 +146,21 @@ def reshard(settings: Settings, shards_before: int) -> None:
     help="seconds between two sweeps "
     "(the pass that lists every hash) [SLICECOUNT_SWEEP_PERIOD, 3600]",
 )
-@click.option("--sweep-every", type=int, default=None, deprecated="use --sweep-period SECONDS",
-              help="a sweep every N passes: --sweep-period N x --interval")  # fmt: skip
+@click.option(
+    "--sweep-every",
+    type=int,
+    default=None,
+    deprecated="use --sweep-period SECONDS",
+    help="a sweep every N passes: --sweep-period N x --interval",
+)
 def cleaner(
-    settings: Settings, interval: float, once: bool, now: float | None,
-    sweep_period: float | None, sweep_every: int | None,
-) -> None:  # fmt: skip
+    settings: Settings,
+    interval: float,
+    once: bool,
+    now: float | None,
+    sweep_period: float | None,
+    sweep_every: int | None,
+) -> None:
     """Trim samples past retention and forget emptied counters (a sidecar daemon)."""
     from slicecount.cleaner import Cleaner
 
@@ -207,12 +230,24 @@ def show(
         end = time.time()
         starts, rows = view.collect(store, name, precision, end - span, end, by)
     if as_json:
-        click.echo(json.dumps({
-            "name": name, "precision": precision, "by": by, "start": starts[0],
-            "series": [{"key": r.key, "total": r.total,
-                        "values": [[t, v] for t, v in zip(starts, r.values, strict=True)]}
-                       for r in rows],
-        }))  # fmt: skip
+        click.echo(
+            json.dumps(
+                {
+                    "name": name,
+                    "precision": precision,
+                    "by": by,
+                    "start": starts[0],
+                    "series": [
+                        {
+                            "key": r.key,
+                            "total": r.total,
+                            "values": [[t, v] for t, v in zip(starts, r.values, strict=True)],
+                        }
+                        for r in rows
+                    ],
+                }
+            )
+        )
         return
     if not rows:
         click.echo(f"no series of {name!r} at precision {precision} s")
@@ -226,8 +261,12 @@ def show(
 @click.option("--port", default=8080, show_default=True, help="the datasource's port")
 @click.option("--rate", default=40.0, show_default=True, help="requests per second sent")
 @click.option("--seed", default=None, type=int, help="random seed of the traffic")
-@click.option("--synthetic", is_flag=True, help="instead: record 60 s of synthetic counters "
-              "through a Recorder and print what reads back at each precision")  # fmt: skip
+@click.option(
+    "--synthetic",
+    is_flag=True,
+    help="instead: record 60 s of synthetic counters "
+    "through a Recorder and print what reads back at each precision",
+)
 def demo(duration: float | None, port: int, rate: float, seed: int | None, synthetic: bool) -> None:
     """The whole stack on this machine: Redis, example apps, traffic, cleaner, datasource."""
     try:
@@ -261,8 +300,11 @@ def demo(duration: float | None, port: int, rate: float, seed: int | None, synth
     try:
         click.echo("starting the slicecount demo ...")
         stack.start(click.echo)
-        click.echo("traffic running; Ctrl-C stops everything" if duration is None
-                   else f"traffic running for {duration:g} s; Ctrl-C stops everything")  # fmt: skip
+        click.echo(
+            "traffic running; Ctrl-C stops everything"
+            if duration is None
+            else f"traffic running for {duration:g} s; Ctrl-C stops everything"
+        )
         stack.run(duration if duration is not None else 10 * 365 * 86400.0, click.echo)
     except KeyboardInterrupt:
         pass
@@ -271,8 +313,10 @@ def demo(duration: float | None, port: int, rate: float, seed: int | None, synth
         failed = True
     finally:
         stopping.set()
-        click.echo("stopping: traffic, the apps (writing their last counts), the cleaner and "
-                   "the datasource, redis last ...")  # fmt: skip
+        click.echo(
+            "stopping: traffic, the apps (writing their last counts), the cleaner and "
+            "the datasource, redis last ..."
+        )
         stopped = stack.stop(hurry)
         for sig, handler in previous.items():  # the caller's again (a test, an embedding)
             signal.signal(sig, handler)

@@ -11,13 +11,20 @@ ENV_PREFIX = "SLICECOUNT_"
 READ_ELSEWHERE = frozenset(
     {
         # the datasource's limits (datasource.limits.Limits, one variable a field)
-        "max_body_bytes", "max_targets", "max_series", "max_points", "max_range_seconds",
-        "max_request_points", "max_computed_points", "max_answer_points", "max_inline_points",
+        "max_body_bytes",
+        "max_targets",
+        "max_series",
+        "max_points",
+        "max_range_seconds",
+        "max_request_points",
+        "max_computed_points",
+        "max_answer_points",
+        "max_inline_points",
         "heavy_requests",
         # the test suite's screenshot of the overview page
         "readme_screenshot",
     }
-)  # fmt: skip
+)
 """Variables read outside ``Settings`` (without the prefix, lower case): with its fields,
 every name slicecount reads."""
 FREE_PREFIXES = ("TEST_",)

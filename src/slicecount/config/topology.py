@@ -30,8 +30,12 @@ SCHEMES: dict[str, tuple[Kind, bool]] = {
     "rediss+cluster": ("cluster", True),
 }
 DEFAULT_PORTS = {"standalone": 6379, "sentinel": 26379, "cluster": 6379}
-TLS_SCHEMES = {"redis": "rediss://", "unix": "rediss://", "redis+sentinel": "rediss+sentinel://",
-               "redis+cluster": "rediss+cluster://"}  # fmt: skip
+TLS_SCHEMES = {
+    "redis": "rediss://",
+    "unix": "rediss://",
+    "redis+sentinel": "rediss+sentinel://",
+    "redis+cluster": "rediss+cluster://",
+}
 REDACTED = "***"
 """What a password is shown as."""
 
@@ -84,8 +88,9 @@ def parse_url(url: str) -> Topology:
     if kind == "cluster":
         if path and path != ["0"]:
             raise ConfigurationError(f"a Redis Cluster has only database 0, got {shown!r}")
-        return Topology("cluster", url, nodes, tls=tls, username=username, password=password,
-                        options=options)  # fmt: skip
+        return Topology(
+            "cluster", url, nodes, tls=tls, username=username, password=password, options=options
+        )
     if not path or len(path) > 2:
         raise ConfigurationError(
             f"a Sentinel URL names its service: redis+sentinel://host:26379/mymaster[/db], "
@@ -94,8 +99,9 @@ def parse_url(url: str) -> Topology:
     db = path[1] if len(path) == 2 else options.pop("db", "0")
     if not db.isdigit():
         raise ConfigurationError(f"database must be a number, got {db!r} in {shown!r}")
-    return Topology("sentinel", url, nodes, unquote(path[0]), int(db), tls, username, password,
-                    options)  # fmt: skip
+    return Topology(
+        "sentinel", url, nodes, unquote(path[0]), int(db), tls, username, password, options
+    )
 
 
 def _credentials(netloc: str, options: dict[str, str]) -> tuple[str | None, str | None]:

@@ -24,9 +24,7 @@ LE_LABEL = "le"
 """Label naming a bucket's upper bound (inclusive), ``+Inf`` for the last one."""
 MICRO = 1_000_000
 
-DEFAULT_DURATION_BUCKETS: tuple[float, ...] = (
-    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
-)  # fmt: skip
+DEFAULT_DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 """Request/query duration bounds in seconds (+Inf is always added)."""
 DEFAULT_COUNT_BUCKETS: tuple[float, ...] = (0, 1, 2, 3, 5, 10, 20, 50, 100)
 """Bounds for small counts such as queries per request (+Inf is always added)."""

@@ -39,6 +39,7 @@ A rate limit's hits (whatever the shard count: the identity is the hash tag)::
 
 from __future__ import annotations
 
+import base64
 import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -52,7 +53,6 @@ from slicecount.core.key_layouts import (
     UniqueLayout,
     UniqueSlot,
 )
-from slicecount.core.key_names import series_digest, throttle_tag
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -60,6 +60,37 @@ EVERY_PRECISION = 0
 """The precision of a blocks-layout registry member: the series is kept at every precision."""
 LAYOUT_CACHE_SIZE = 65_536
 """Series whose keys are remembered between flushes (a flush writes the same series again)."""
+
+
+# -- the short names keys carry in place of what they name ------------------------------
+
+THROTTLE_TAG_MAX = 128
+"""Identities longer than this (in characters) are hashed in throttle keys."""
+_TAG_ESCAPES = {ord(ch): f"%{ord(ch):02X}" for ch in "%{}#"}
+
+
+def throttle_tag(identity: str) -> str:
+    """The hash tag of an identity (a client address, a user, a header: any string): itself,
+    with ``%``, ``{``, ``}`` and ``#`` percent-escaped so that no ``}`` ends the tag early; an
+    empty, long or un-encodable one (a lone surrogate) becomes ``#`` and a hash of it (escaped
+    tags never start with ``#``, so two identities never share a key)."""
+    if 0 < len(identity) <= THROTTLE_TAG_MAX:
+        try:
+            identity.encode()
+        except UnicodeEncodeError:
+            pass
+        else:
+            return identity.translate(_TAG_ESCAPES)
+    raw = identity.encode("utf-8", "surrogatepass")
+    return "#" + hashlib.blake2b(raw, digest_size=16).hexdigest()
+
+
+def series_digest(series_id: str) -> str:
+    """A series' short name in the blocks layout's keys: 96 bits of its BLAKE2b in base64url
+    (16 characters). A key costs Redis its name once more; a series id is ~80 bytes, and a
+    block of a quiet series a few hundred: the registry member keeps the id itself."""
+    raw = series_id.encode("utf-8", "surrogatepass")
+    return base64.urlsafe_b64encode(hashlib.blake2b(raw, digest_size=12).digest()).decode()
 
 
 @dataclass(frozen=True)
@@ -110,8 +141,10 @@ class KeySpace:
         asks for the same series at every flush)."""
 
         def make() -> Layout:
-            counters = (Counter(p, self.member(p, series_id), self.counter(p, series_id))
-                        for p in precisions)  # fmt: skip
+            counters = (
+                Counter(p, self.member(p, series_id), self.counter(p, series_id))
+                for p in precisions
+            )
             return Layout(self.known_for(series_id), tuple(counters), self.shard(series_id))
 
         return _remembered(self._layouts, (series_id, precisions), make)

@@ -5,7 +5,7 @@ arrays, a list of lengths, a list of open pairs) cost more to parse in Python th
 to make it. The script packs each call's answer into four strings instead: per series its
 first frame's start, how many frames and open pairs it has (``META``); every frame's byte
 length (``LENGTH``); the frames' bytes end to end; the open (second, count) pairs (``PAIR``),
-all little-endian. The datasource reads them as arrays (``datasource/decoding.py``); ``each``
+all little-endian. The datasource reads them as arrays (``reads/decoding.py``); ``each``
 unpacks them into one ``Stored`` a series for Python. Pure.
 """
 

@@ -19,17 +19,24 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from slicecount.config import Settings
-from slicecount.datasource import endpoints, health
+from slicecount.config.request_limits import Limits
+from slicecount.datasource import health
 from slicecount.datasource.auth import OpenNotice, TokenAuth, open_warning
 from slicecount.datasource.body import parse_json
-from slicecount.datasource.limits import LimitExceeded, Limits
 from slicecount.datasource.openapi import openapi_document
 from slicecount.datasource.prometheus import http as prometheus
 from slicecount.datasource.prometheus.results import error as prometheus_error
-from slicecount.datasource.protocol import require_object
-from slicecount.datasource.reader import Reader
 from slicecount.datasource.render import Rendered, render
-from slicecount.errors import ConfigurationError, MissingExtra, QueryError, StoreError
+from slicecount.datasource.simpod import endpoints
+from slicecount.datasource.simpod.protocol import require_object
+from slicecount.errors import (
+    ConfigurationError,
+    LimitExceeded,
+    MissingExtra,
+    QueryError,
+    StoreError,
+)
+from slicecount.reads.reader import Reader
 from slicecount.store.asyncio import AsyncStore
 
 try:
@@ -64,8 +71,9 @@ class JSON(JSONResponse):
         body = memoryview(self.body)
         if len(body) <= PIECE_BYTES:
             return await super().__call__(scope, receive, send)
-        await send({"type": "http.response.start", "status": self.status_code,
-                    "headers": self.raw_headers})  # fmt: skip
+        await send(
+            {"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers}
+        )
         for at in range(0, len(body), PIECE_BYTES):
             piece = bytes(body[at : at + PIECE_BYTES])
             last = at + PIECE_BYTES >= len(body)

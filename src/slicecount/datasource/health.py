@@ -15,9 +15,9 @@ import logging
 from importlib import resources
 
 from slicecount.datasource.auth import LIVENESS, READINESS, wants_page
-from slicecount.datasource.reader import Reader
 from slicecount.errors import MissingExtra, StoreError
 from slicecount.operations.batches import ping
+from slicecount.reads.reader import Reader
 
 try:
     from starlette.requests import Request

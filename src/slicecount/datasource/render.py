@@ -3,7 +3,7 @@
 The bytes are those of Starlette's ``JSONResponse`` (compact separators, UTF-8, no ``NaN``),
 with two differences that only show where it would fail: text holding a lone surrogate (echoed
 from a request's ``\\ud800``) is escaped instead of raising, and a ``Fragment`` (a time series'
-datapoints, rendered by ``frames`` in one pass) is spliced in as it is.
+datapoints, rendered by ``simpod/shapes`` in one pass) is spliced in as it is.
 """
 
 from __future__ import annotations

@@ -18,8 +18,8 @@ from dataclasses import asdict, fields
 from typing import Any
 
 from slicecount.config import Settings
+from slicecount.config.request_limits import Limits
 from slicecount.datasource.app import create_app
-from slicecount.datasource.limits import Limits
 from slicecount.errors import ConfigurationError, MissingExtra
 
 try:
@@ -84,8 +84,13 @@ def serve(settings: Settings, limits: Limits, host: str, port: int, workers: int
         os.environ[RESOLVED_VARIABLE] = path  # the path only: the workers inherit it
         try:
             uvicorn.run(
-                FACTORY, factory=True, host=host, port=port, workers=workers,
-                log_level="warning", env_file=None,
-            )  # fmt: skip
+                FACTORY,
+                factory=True,
+                host=host,
+                port=port,
+                workers=workers,
+                log_level="warning",
+                env_file=None,
+            )
         finally:
             del os.environ[RESOLVED_VARIABLE]

@@ -39,9 +39,14 @@ class Service:
         self.log = logs / f"{name}.log"
         with self.log.open("wb") as output:
             self.process = subprocess.Popen(
-                command, env=env, stdout=output, stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL, start_new_session=True, pass_fds=tuple(pass_fds),
-            )  # fmt: skip
+                command,
+                env=env,
+                stdout=output,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+                pass_fds=tuple(pass_fds),
+            )
 
     def wait_http(self, port: int, path: str = "/") -> None:
         """Until the service answers an HTTP request on ``port`` (any status). Trusted only
@@ -72,8 +77,11 @@ class Service:
         problem = None
         while not self._exited():
             if time.monotonic() > deadline or (hurry is not None and hurry.is_set()):
-                why = "when asked to" if hurry is not None and hurry.is_set() else (
-                    f"after {STOP_TIMEOUT:g} s")  # fmt: skip
+                why = (
+                    "when asked to"
+                    if hurry is not None and hurry.is_set()
+                    else (f"after {STOP_TIMEOUT:g} s")
+                )
                 problem = f"{self.name} was killed {why}: counts it held may be lost"
                 break
             time.sleep(0.05)

@@ -103,18 +103,56 @@ class Demo:
         fd = {name: str(sock.fileno()) for name, sock in self.sockets.items()}
         # (name, readiness path, command); the example apps do not count /health
         specs = [
-            ("flask", "/health", [
-                py, "-m", "gunicorn", "-w", "2", "-k", "gthread", "--threads", "4",
-                "-b", f"fd://{fd['flask']}", "-c", "python:slicecount.examples.gunicorn_conf",
-                "slicecount.examples.flask_app:app"]),
-            ("starlette", "/health", [
-                py, "-m", "uvicorn", "slicecount.examples.starlette_app:app",
-                "--fd", fd["starlette"], "--no-access-log"]),
-            ("datasource", "/", [
-                py, "-m", "uvicorn", "--factory", "slicecount.datasource.app:from_env",
-                "--fd", fd["datasource"], "--log-level", "warning"]),
+            (
+                "flask",
+                "/health",
+                [
+                    py,
+                    "-m",
+                    "gunicorn",
+                    "-w",
+                    "2",
+                    "-k",
+                    "gthread",
+                    "--threads",
+                    "4",
+                    "-b",
+                    f"fd://{fd['flask']}",
+                    "-c",
+                    "python:slicecount.examples.gunicorn_conf",
+                    "slicecount.examples.flask_app:app",
+                ],
+            ),
+            (
+                "starlette",
+                "/health",
+                [
+                    py,
+                    "-m",
+                    "uvicorn",
+                    "slicecount.examples.starlette_app:app",
+                    "--fd",
+                    fd["starlette"],
+                    "--no-access-log",
+                ],
+            ),
+            (
+                "datasource",
+                "/",
+                [
+                    py,
+                    "-m",
+                    "uvicorn",
+                    "--factory",
+                    "slicecount.datasource.app:from_env",
+                    "--fd",
+                    fd["datasource"],
+                    "--log-level",
+                    "warning",
+                ],
+            ),
             ("cleaner", "", [py, "-m", "slicecount.cli", "cleaner", "--interval", "10"]),
-        ]  # fmt: skip
+        ]
         for name, path, command in specs:
             sock = self.sockets.pop(name, None)
             fds = () if sock is None else (sock.fileno(),)
@@ -136,8 +174,10 @@ class Demo:
         echo(f"flask      {flask}  (gunicorn, 2 workers)")
         echo(f"starlette  {starlette}  (uvicorn)")
         echo(f"datasource {datasource}  <- Grafana: simpod-json-datasource URL")
-        echo("show       slicecount show http.requests --by status  (finds this redis while "
-             "the demo runs)")  # fmt: skip
+        echo(
+            "show       slicecount show http.requests --by status  (finds this redis while "
+            "the demo runs)"
+        )
         echo(f"logs       {self.logs}")
         pids = [s.process.pid for s in self.services] + [self.redis.pid or 0]
         echo(f"pids       {' '.join(str(p) for p in pids)}")

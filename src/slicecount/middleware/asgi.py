@@ -13,8 +13,8 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from typing import TYPE_CHECKING, Any
 
 from slicecount.errors import MissingExtra
-from slicecount.middleware._shell import InFlight, Options, RequestCounter, split_options
 from slicecount.middleware.routes import starlette_route
+from slicecount.middleware.shell import InFlight, Options, RequestCounter, split_options
 from slicecount.middleware.throttle import PASS, Outcome
 from slicecount.recording.traces import asgi_trace
 from slicecount.throttle.answers import Answer, Headers
@@ -85,9 +85,11 @@ class SliceCountMiddleware:
         assert self.throttle is not None
         # before the app runs: its routes walked (Starlette sets scope["app"] inside itself;
         # a middleware wrapping it from outside names the app it wraps)
-        probe = scope if "app" in scope or not hasattr(self.app, "routes") else {
-            **scope, "app": self.app
-        }  # fmt: skip
+        probe = (
+            scope
+            if "app" in scope or not hasattr(self.app, "routes")
+            else {**scope, "app": self.app}
+        )
         try:
             route = self.route_resolver(probe, scope.get("root_path", ""))
         except Exception:
@@ -140,9 +142,15 @@ class _Exchange(InFlight):
     """One HTTP request/response: wraps ``send`` to see the status and the last chunk."""
 
     __slots__ = (
-        "asgi_scope", "done", "entry_app", "entry_root", "middleware", "status", "trailers",
+        "asgi_scope",
+        "done",
+        "entry_app",
+        "entry_root",
+        "middleware",
+        "status",
+        "trailers",
         "upstream",
-    )  # fmt: skip
+    )
 
     def __init__(self, middleware: SliceCountMiddleware, scope: Scope, upstream: Send) -> None:
         super().__init__(middleware.counter.track_queries)

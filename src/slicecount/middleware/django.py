@@ -37,8 +37,8 @@ from slicecount.config import Settings
 from slicecount.core.exemplars import Trace
 from slicecount.core.histogram import DEFAULT_DURATION_BUCKETS
 from slicecount.errors import MissingExtra
-from slicecount.middleware._core import QueryMapping
-from slicecount.middleware._shell import (
+from slicecount.middleware.mapping import QueryMapping
+from slicecount.middleware.shell import (
     InFlight,
     Options,
     RequestCounter,
@@ -175,8 +175,10 @@ class SliceCountMiddleware:
     ) -> HttpResponse | None:
         assert self.throttle is not None
         method = request.method or ""
-        return _outcome(request, self.throttle.check(Peer.of_environ(request.META), method,
-                                                     route_label(request)))  # fmt: skip
+        return _outcome(
+            request,
+            self.throttle.check(Peer.of_environ(request.META), method, route_label(request)),
+        )
 
     async def _throttled_async(
         self, request: HttpRequest, view: object, args: object, kwargs: object

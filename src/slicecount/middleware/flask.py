@@ -9,8 +9,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from slicecount.errors import MissingExtra
-from slicecount.middleware._core import UNMATCHED
-from slicecount.middleware._shell import Options, reusable
+from slicecount.middleware.mapping import UNMATCHED
+from slicecount.middleware.shell import Options, reusable
 from slicecount.middleware.wsgi import ROUTE_KEY, RouteResolver, SliceCountMiddleware
 
 try:

@@ -51,10 +51,15 @@ def limit(
         raise TypeError("give key=, scope=, headers= and on_throttled= to the Throttle")
     else:
         guard = Throttle(
-            text, key=throttle.key, scope=throttle.scope, headers=throttle.headers,
-            on_throttled=throttle.on_throttled, limiter=throttle.limiter,
-            recorder=throttle.recorder, namespace=VIEW,
-        )  # fmt: skip
+            text,
+            key=throttle.key,
+            scope=throttle.scope,
+            headers=throttle.headers,
+            on_throttled=throttle.on_throttled,
+            limiter=throttle.limiter,
+            recorder=throttle.recorder,
+            namespace=VIEW,
+        )
 
     def decorate(view: F) -> F:
         check_request_findable(view)

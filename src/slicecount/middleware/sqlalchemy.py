@@ -15,14 +15,14 @@ from typing import Any
 from slicecount.config import Settings
 from slicecount.core.histogram import DEFAULT_DURATION_BUCKETS
 from slicecount.errors import MissingExtra
-from slicecount.middleware._core import (
+from slicecount.middleware.mapping import (
     DB_DURATION_METRIC,
     DB_QUERIES_METRIC,
     OPERATIONS,
     QueryMapping,
     operation_of,
 )
-from slicecount.middleware._shell import current_request
+from slicecount.middleware.shell import current_request
 from slicecount.recording.recorder import Recorder
 from slicecount.recording.source import RecorderSource
 

@@ -14,11 +14,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from slicecount.errors import ConfigurationError
-from slicecount.middleware._core import KNOWN_METHODS, OTHER_METHOD, UNMATCHED
+from slicecount.middleware.mapping import KNOWN_METHODS, OTHER_METHOD, UNMATCHED
 from slicecount.throttle.answers import Answer, Headers, rate_headers, refusal
 from slicecount.throttle.clients import KeyFunction, Peer, check_names, client_address
+from slicecount.throttle.decision import Decision
 from slicecount.throttle.limits import Limit, parse_limits
-from slicecount.throttle.windows import Decision
 
 if TYPE_CHECKING:
     from slicecount.recording.recorder import Recorder

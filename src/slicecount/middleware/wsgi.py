@@ -15,7 +15,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from slicecount.core.exemplars import Trace
-from slicecount.middleware._shell import InFlight, Options, RequestCounter, split_options
+from slicecount.middleware.shell import InFlight, Options, RequestCounter, split_options
 from slicecount.middleware.throttle import PASS, Outcome
 from slicecount.recording import traces
 from slicecount.throttle.answers import REASONS, Answer, Headers

@@ -52,9 +52,18 @@ def find(
             f"annotation range must have 0 <= start <= end, got {start!r}..{end!r}"
         )
     (members,) = yield Batch(
-        [("ZRANGEBYSCORE", ctx.keys.annotations(), int(start * 1000), int(end * 1000),
-          "LIMIT", 0, limit)]
-    )  # fmt: skip
+        [
+            (
+                "ZRANGEBYSCORE",
+                ctx.keys.annotations(),
+                int(start * 1000),
+                int(end * 1000),
+                "LIMIT",
+                0,
+                limit,
+            )
+        ]
+    )
     wanted = set(tags)
     found = []
     for member in members:

@@ -1,7 +1,7 @@
 """The blocks layout's compaction: sealed open slices moved into their series' block. Pure.
 
 Writers add to a small hash per series (``open:``, finest slice start -> count); the cleaner
-moves the fields older than the shard's sealed point (``cleaner/plan.py: sealed_point``) into
+moves the fields older than the shard's sealed point (``cleaner/schedule.py: sealed_point``) into
 the series' block (``core/blocks.py``), every precision at once, and drops the block's frames
 past retention. ``lua/compact.lua`` rewrites each series in one atomic step that takes the
 moved counts out of the hash as they enter the block, so readers, who always add block and
@@ -12,15 +12,16 @@ the next pass plans again. Only the frames a move touches are read and decoded.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from slicecount.core import blocks, splices
+from slicecount.core.blocks import BlockError, Header
+from slicecount.core.frames import FRAME_SLICES, decode_frame
 from slicecount.core.keys import EVERY_PRECISION
 from slicecount.core.slices import oldest_kept
 from slicecount.operations.batches import Batch, Context, Operation, ScriptCall, pairs
-from slicecount.operations.compaction_reads import Notes, SeriesRead, read_frames, read_page
 
 SEAL_GRACE = 10
 """Seconds behind the clock before which a slice is sealed when no writer's mark holds it."""
@@ -194,3 +195,197 @@ def _count(done: Compacted, series: SeriesRead, outcome: int, oldest: int) -> No
         done.conflicts += 1
     else:
         done.bad.append(f"{series.block_key} or {series.open_key}: changed type")
+
+
+# -- what a compaction plans on, read from Redis: a page's open hashes and blocks in one
+# snapshot, the rest of the headers longer than the snapshot read, and the frames its moves
+# touch beyond it -------------------------------------------------------------------------
+
+
+PREFIX_BYTES = 4096
+"""What the snapshot reads of each block: the whole of most blocks (2 h of a busy series take
+~800 bytes), so the frames a move touches are there already; the header of one of up to ~2000
+frames."""
+MAX_FIELDS = 500
+"""Most fields of one series moved by one call (after an outage a hash may hold a day of
+seconds: the rest moves by the next call, so no call holds Redis long)."""
+
+
+@dataclass
+class Notes:
+    """What the reads found beside the data: foreign keys, blocks changed under the plan."""
+
+    bad: list[str]
+    conflicts: int = 0
+
+
+@dataclass
+class SeriesRead:
+    """One series being planned: what its open hash and its block hold."""
+
+    member: str
+    open_key: str
+    block_key: str
+    fields: list[tuple[bytes, bytes, int, int]] = field(default_factory=list)
+    prefix: bytes = b""
+    header: Header = field(default_factory=Header)
+    open_count: int = 0  # fields in the hash, sealed or not
+    more: bool = False  # sealed fields left for a later call (MAX_FIELDS)
+    bad: bool = False  # foreign data under one of its keys: left alone
+
+
+def read_page(
+    found: Sequence[SeriesRead], sealed: int, notes: Notes
+) -> Operation[list[SeriesRead]]:
+    """Read the series of a page in one snapshot (MULTI): each open hash and each block's
+    first ``PREFIX_BYTES``, so that the generation read with the fields is the one the plan
+    expects (a later read could see another cleaner's move); then the rest of longer headers.
+    The series that can be planned, their sealed fields kept."""
+    reads: list[Any] = []
+    for series in found:
+        reads += [("HGETALL", series.open_key), ("GETRANGE", series.block_key, 0, PREFIX_BYTES - 1)]
+    replies = yield Batch(reads, transaction=True, bulk=True, raw=True)
+    kept: list[SeriesRead] = []
+    for k, series in enumerate(found):
+        flat, prefix = replies[2 * k], replies[2 * k + 1]
+        if isinstance(flat, Exception) or isinstance(prefix, Exception):
+            notes.bad.append(f"{series.open_key} or {series.block_key}: not a hash and a string")
+        else:
+            _read_fields(series, flat, sealed, notes)
+            series.prefix = bytes(prefix)
+            kept.append(series)
+    yield from _read_headers(kept, notes)
+    return [series for series in kept if not series.bad]
+
+
+def _read_fields(series: SeriesRead, flat: Sequence[bytes], sealed: int, notes: Notes) -> None:
+    """Keep the sealed fields of an HGETALL reply, oldest first (``MAX_FIELDS`` of them)."""
+    for name, value in pairs(flat):
+        series.open_count += 1
+        try:
+            second, n = int(name), int(value)
+        except ValueError:
+            if len(notes.bad) < 10:
+                notes.bad.append(f"{series.open_key} field {name!r}")
+            continue
+        if second < sealed:
+            series.fields.append((name, value, second, n))
+    series.fields.sort(key=lambda f: f[2])
+    if len(series.fields) > MAX_FIELDS:
+        del series.fields[MAX_FIELDS:]
+        series.more = True
+
+
+def _read_headers(found: Sequence[SeriesRead], notes: Notes) -> Operation[None]:
+    """Parse each block's header, reading the rest of the headers longer than the prefix."""
+    asked = dict.fromkeys((s.block_key for s in found), PREFIX_BYTES)
+    # the generation of the snapshot the fields were read with: a header read later that
+    # differs belongs to another cleaner's rewrite (the plan would add the fields again)
+    snapshot = {s.block_key: _generation(s.prefix) for s in found}
+    pending = list(found)
+    while pending:
+        again: list[SeriesRead] = []
+        for series in pending:
+            try:
+                need = blocks.header_size(series.prefix) if series.prefix else 0
+                if need > len(series.prefix) == asked[series.block_key]:
+                    asked[series.block_key] = need  # a long header: read the rest of it
+                    again.append(series)
+                    continue
+                series.header = blocks.parse_header(series.prefix)
+                if series.header.generation != snapshot[series.block_key]:
+                    series.bad = True  # not foreign: changed, so retried next pass
+                    notes.conflicts += 1
+            except BlockError as exc:
+                series.bad = True
+                notes.bad.append(f"{series.block_key} ({exc})")
+        if not again:
+            return
+        replies = yield Batch(
+            [("GETRANGE", s.block_key, 0, asked[s.block_key] - 1) for s in again], raw=True
+        )
+        for series, prefix in zip(again, replies, strict=True):
+            series.prefix = bytes(prefix)
+        pending = again
+
+
+def _generation(prefix: bytes) -> int:
+    """The generation in a block's first bytes (0: no block, or too short to be one)."""
+    return blocks.HEADER.unpack_from(prefix)[3] if len(prefix) >= blocks.HEADER.size else 0
+
+
+def read_frames(
+    found: Sequence[SeriesRead], ladder: Sequence[int], keep_from: dict[int, int], notes: Notes
+) -> Operation[dict[str, dict[tuple[int, int], list[int]]]]:
+    """block key -> the frames each series' move changes, decoded (only those), with the
+    sealed counts added; only the series with something to do are in it."""
+    oldest = min(keep_from.values())
+    wanted: list[tuple[SeriesRead, int, int, int, int]] = []  # series, precision, start, at, len
+    plans: dict[str, dict[tuple[int, int], list[int]]] = {}
+    for series in found:
+        frames: dict[tuple[int, int], list[int]] = {}
+        for p in ladder:
+            period = p * FRAME_SLICES
+            for start in {s - s % period for *_, s, _ in series.fields if s >= oldest}:
+                if start + period <= keep_from[p]:
+                    continue  # a frame past this precision's retention: nothing to add
+                _, n, offset, length = series.header.frames(p, start, start + 1)
+                frames[(p, start)] = [0] * FRAME_SLICES
+                if not (n and length):
+                    continue
+                if offset + length <= len(series.prefix):  # read with the snapshot already
+                    try:
+                        data = series.prefix[offset : offset + length]
+                        frames[(p, start)] = decode_frame(data)
+                    except BlockError:
+                        frames.clear()  # foreign bytes past a valid header: left alone
+                        series.bad = True
+                        notes.bad.append(f"{series.block_key} (a frame does not decode)")
+                        break
+                else:
+                    wanted.append((series, p, start, offset, length))
+            if series.bad:
+                break
+        if series.bad:
+            continue
+        empty = not series.prefix and not series.open_count  # its member goes
+        if series.fields or empty or _expiring(series.header, ladder, keep_from):
+            plans[series.block_key] = frames
+    replies: list[Any] = []
+    if wanted:
+        replies = yield Batch(
+            [("GETRANGE", w[0].block_key, w[3], w[3] + w[4] - 1) for w in wanted], raw=True
+        )
+    for (series, p, start, _, length), data in zip(wanted, replies, strict=True):
+        if series.block_key not in plans:
+            continue
+        try:
+            if len(data) != length:
+                raise BlockError(f"a frame of {length} bytes read as {len(data)}")
+            plans[series.block_key][(p, start)] = decode_frame(bytes(data))
+        except BlockError:  # the block changed under the plan: its script would refuse it
+            del plans[series.block_key]
+            notes.conflicts += 1
+    for series in found:
+        if series.block_key not in plans:
+            continue
+        for p in ladder:
+            period = p * FRAME_SLICES
+            counts: dict[int, int] = {}
+            for *_, second, n in series.fields:
+                start = second - second % period
+                if second >= oldest and start + period > keep_from[p]:
+                    counts[second] = counts.get(second, 0) + n
+            splices.add_counts(plans[series.block_key], [p], counts)
+    return plans
+
+
+def _expiring(header: Header, ladder: Iterable[int], keep_from: dict[int, int]) -> bool:
+    """Whether a block holds frames past retention, or a precision no longer in the ladder."""
+    if any(s.precision not in keep_from and s.lengths for s in header.sections):
+        return True
+    for p in ladder:
+        section = header.section(p)
+        if section and section.lengths and section.first + section.period <= keep_from[p]:
+            return True
+    return False

@@ -76,8 +76,10 @@ def move_counter(ctx: Context, old: KeySpace, shard: int, member: str) -> Operat
     if precision == EVERY_PRECISION:
         return (yield from move_series(ctx, old, shard, series_id))
     source, intent, registry = (
-        old.counter_for_member(shard, member), old.move_intent(shard, member), old.known(shard)
-    )  # fmt: skip
+        old.counter_for_member(shard, member),
+        old.move_intent(shard, member),
+        old.known(shard),
+    )
     if source == keys.counter(precision, series_id):
         return None
     (flat,) = yield Batch([ScriptCall("move_claim", (source, intent), (secrets.token_hex(8),))])
@@ -89,10 +91,13 @@ def move_counter(ctx: Context, old: KeySpace, shard: int, member: str) -> Operat
         counts = [item for pair in taken.items() for item in pair]
         call = ScriptCall(
             "move_land",
-            (keys.move_landed(target, token), keys.counter(precision, series_id),
-             keys.known(target)),
+            (
+                keys.move_landed(target, token),
+                keys.counter(precision, series_id),
+                keys.known(target),
+            ),
             (member, LANDED_SECONDS, *counts),
-        )  # fmt: skip
+        )
         (done,) = yield Batch([call])
         landed = done == 1
     negated = [item for s, n in taken.items() for item in (s, str(-int(n)))]
@@ -136,8 +141,12 @@ def _land(
     """Add the open counts and merge the block into the new layout, once per token."""
     keys = ctx.keys
     target, new_block = keys.shard(series_id), keys.block(series_id)
-    script_keys = (keys.move_landed(target, token), keys.open(series_id), new_block,
-                   keys.known(target))  # fmt: skip
+    script_keys = (
+        keys.move_landed(target, token),
+        keys.open(series_id),
+        new_block,
+        keys.known(target),
+    )
     counts = [item for pair in opened for item in pair]
     while True:
         generation, merged = b"", b""

@@ -69,9 +69,20 @@ def trim_chunk(
     call = ScriptCall(
         "trim",
         (keys.known(shard), *hashes),
-        (trim.mode, trim.cutoff, retention, min(retention, MAX_NAMED), trim.first,
-         trim.precision, trim.horizon, start, high, next_size, *members),
-    )  # fmt: skip
+        (
+            trim.mode,
+            trim.cutoff,
+            retention,
+            min(retention, MAX_NAMED),
+            trim.first,
+            trim.precision,
+            trim.horizon,
+            start,
+            high,
+            next_size,
+            *members,
+        ),
+    )
     (reply,) = yield Batch([call])
     deleted, removed, full, bad, following, held = reply
     return TrimChunk(list(following), len(members), deleted, removed, full, list(bad), held / 1e6)

@@ -164,9 +164,13 @@ class _Sketches:
         self.built: dict[frozenset[str], bytes] = {}
 
     def commands(
-        self, series_id: str, registry: str, slot: UniqueSlot, where: tuple[int, int, int],
+        self,
+        series_id: str,
+        registry: str,
+        slot: UniqueSlot,
+        where: tuple[int, int, int],
         values: Collection[str],
-    ) -> list[Command]:  # fmt: skip
+    ) -> list[Command]:
         """The registry member, then the sketch SET into a scratch key in the series' slot,
         PFMERGEd into the slice's HLL, and the scratch key deleted (idempotent, as PFADD)."""
         start, _, expire_at = where

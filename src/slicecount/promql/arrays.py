@@ -60,8 +60,11 @@ class Block(Sequence[Series]):
             return cls.empty(steps)
         rows = [[0.0 if v is None else v for v in s.values] for s in series]
         present = [[v is not None for v in s.values] for s in series]
-        return cls([s.labels for s in series], np.array(rows, dtype=np.float64),
-                   np.array(present, dtype=bool))  # fmt: skip
+        return cls(
+            [s.labels for s in series],
+            np.array(rows, dtype=np.float64),
+            np.array(present, dtype=bool),
+        )
 
     @property
     def steps(self) -> int:

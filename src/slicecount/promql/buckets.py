@@ -44,8 +44,11 @@ def histogram_quantile(qs: list[float], buckets: Block) -> Block:
         values[groups] = np.where(whole, estimates, 0.0)
         present[groups] = some
         for i, t in np.argwhere(some & ~whole).tolist():
-            pairs = [(b, buckets.values[row, t]) for b, row in sets.members[groups[i]]
-                     if buckets.present[row, t]]  # fmt: skip
+            pairs = [
+                (b, buckets.values[row, t])
+                for b, row in sets.members[groups[i]]
+                if buckets.present[row, t]
+            ]
             values[groups[i], t] = bucket_quantile(qs[t], [(b, float(c)) for b, c in pairs])
     return check_unique(Block(list(sets.labels), values, present))
 
@@ -79,17 +82,20 @@ class _Histograms:
             bounds.sort(key=lambda b: b[0])  # stable: equal bounds keep their order
             by_layout.setdefault(tuple(b for b, _ in bounds), []).append(group)
         self.layouts: list[tuple[Layout, list[int], Ints]] = [
-            (layout, groups,
-             np.array([[row for _, row in self.members[g]] for g in groups], dtype=np.int64))
+            (
+                layout,
+                groups,
+                np.array([[row for _, row in self.members[g]] for g in groups], dtype=np.int64),
+            )
             for layout, groups in by_layout.items()
-        ]  # fmt: skip
+        ]
 
 
-def _by_loop(q: Floats, buckets: Block, bounds: list[tuple[float, int]], out: Floats,
-             present: Mask) -> None:  # fmt: skip
+def _by_loop(
+    q: Floats, buckets: Block, bounds: list[tuple[float, int]], out: Floats, present: Mask
+) -> None:
     for t in range(buckets.steps):
-        pairs = [(b, float(buckets.values[row, t])) for b, row in bounds
-                 if buckets.present[row, t]]  # fmt: skip
+        pairs = [(b, float(buckets.values[row, t])) for b, row in bounds if buckets.present[row, t]]
         if pairs:
             out[t] = bucket_quantile(float(q[t]), pairs)
             present[t] = True

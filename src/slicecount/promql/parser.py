@@ -37,11 +37,22 @@ MAX_DEPTH = 100
 """Deepest tree accepted: evaluation recurses along it."""
 
 PRECEDENCE = {
-    "or": 1, "and": 2, "unless": 2,
-    "==": 3, "!=": 3, "<=": 3, "<": 3, ">=": 3, ">": 3,
-    "+": 4, "-": 4, "*": 5, "/": 5, "%": 5,
+    "or": 1,
+    "and": 2,
+    "unless": 2,
+    "==": 3,
+    "!=": 3,
+    "<=": 3,
+    "<": 3,
+    ">=": 3,
+    ">": 3,
+    "+": 4,
+    "-": 4,
+    "*": 5,
+    "/": 5,
+    "%": 5,
     "^": 6,
-}  # fmt: skip
+}
 _UNARY_PRECEDENCE = PRECEDENCE["^"]  # -2 ^ 2 is -(2 ^ 2), as in Prometheus
 
 

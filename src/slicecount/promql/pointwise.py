@@ -40,8 +40,9 @@ def negate(block: Block) -> Block:
     return check_unique(Block(labels, -block.values, block.present))
 
 
-def _apply(op: str, left: Floats, right: Floats, mine: Floats, as_bool: bool,
-           present: Mask) -> tuple[Floats, Mask]:  # fmt: skip
+def _apply(
+    op: str, left: Floats, right: Floats, mine: Floats, as_bool: bool, present: Mask
+) -> tuple[Floats, Mask]:
     """(values, present) of ``left op right``; a comparison filters ``mine`` (or, with
     ``bool``, gives 1 or 0)."""
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
@@ -57,8 +58,7 @@ def with_scalar(op: str, block: Block, number: list[float], swap: bool, as_bool:
     """A vector and a scalar (``swap``: the scalar is on the left). A comparison without
     ``bool`` filters and keeps the vector's value and name; anything else drops the name."""
     if not vectorised(op):
-        return Block.of(binary.with_scalar(op, block.series(), number, swap, as_bool),
-                        block.steps)  # fmt: skip
+        return Block.of(binary.with_scalar(op, block.series(), number, swap, as_bool), block.steps)
     n = np.broadcast_to(np.array(number, dtype=np.float64)[None, :], block.values.shape)
     left, right = (n, block.values) if swap else (block.values, n)
     values, present = _apply(op, left, right, block.values, as_bool, block.present)

@@ -167,7 +167,7 @@ def without_name(labels: Labels) -> Labels:
 
 def nameless(labels: list[Labels]) -> list[Labels]:
     """``without_name`` of each label set, remembered with the list (a table's labels are one
-    list at every request of a dashboard: ``datasource/counts``)."""
+    list at every request of a dashboard: ``query/tables``)."""
     return remembered("nameless", [labels], lambda: [without_name(one) for one in labels])
 
 

@@ -21,9 +21,21 @@ value that is not a string), redis (Redis refused the increment), error (anythin
 cause logged once."""
 
 REASONS = frozenset(
-    {"invalid_name", "invalid_label", "too_long", "not_utf8", "not_a_count", "count_range",
-     "time_range", "not_an_id", "too_many_metrics", "not_a_value", "redis", "error"}
-)  # fmt: skip
+    {
+        "invalid_name",
+        "invalid_label",
+        "too_long",
+        "not_utf8",
+        "not_a_count",
+        "count_range",
+        "time_range",
+        "not_an_id",
+        "too_many_metrics",
+        "not_a_value",
+        "redis",
+        "error",
+    }
+)
 """The values of ``reason``: a fixed set, so the loss series stay few."""
 
 Pending = dict[int, dict[str, int]]  # epoch second -> series id -> count

@@ -17,10 +17,11 @@ from __future__ import annotations
 
 import logging
 import math
+import random
 import threading
 import time
 from bisect import bisect_left
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from slicecount.config.topology import redact
 from slicecount.core.exemplars import Trace, check_labels
@@ -34,7 +35,6 @@ from slicecount.recording import lifecycle
 from slicecount.recording.admission import Admission, Warnings
 from slicecount.recording.count_buffer import Counts
 from slicecount.recording.exemplar_buffer import Exemplars, exemplars
-from slicecount.recording.flusher import flush_every, flush_until_written
 from slicecount.recording.losses import REASONS, Losses
 from slicecount.recording.outbox import Outbox
 from slicecount.recording.unique_buffer import UniqueValues
@@ -369,10 +369,16 @@ class Recorder:
                 "slicecount could not write to %s within %g s of closing: %d counts lost (%d "
                 "buffered, of %d series over %d seconds; %d in %s that Redis may have applied) "
                 "and %d unique values",
-                redact(self.store.settings.redis_url), timeout, events + self._outbox.events,
-                events, series, seconds, self._outbox.events, self._outbox.describe(),
+                redact(self.store.settings.redis_url),
+                timeout,
+                events + self._outbox.events,
+                events,
+                series,
+                seconds,
+                self._outbox.events,
+                self._outbox.describe(),
                 self._uniques.size,
-            )  # fmt: skip
+            )
         return not self.gave_up
 
     def has_unwritten(self) -> bool:
@@ -398,3 +404,56 @@ close_all = lifecycle.close_all
 def _events(n: object) -> int:
     """How many events a refused count stood for: n when it is a sound positive count."""
     return n if n.__class__ is int and 0 < n <= 9223372036854775807 else 1
+
+
+# -- the two loops around ``Recorder.flush``: the background one, and the last one at close ---
+
+
+def flush_every(
+    flush: Callable[[], bool],
+    stop: threading.Event,
+    interval: float,
+    max_backoff: float,
+    wake: threading.Event | None = None,
+) -> None:
+    """Flush every ``interval`` seconds until ``stop``, and at once when ``wake`` is set (a
+    buffer filling up); while flushes fail, back off (doubling, with jitter, up to
+    ``max_backoff``) so that many processes do not retry in step. ``stop.set()`` must be
+    followed by ``wake.set()`` to end a wait early."""
+    jitter = random.Random()  # its own: never touch the app's global random state
+    delay = interval
+    wake = wake or stop
+    written = True
+    while True:
+        # while flushes fail, only the backoff (or stop) ends a wait: a full buffer must not
+        # make the flusher hammer a Redis that is away
+        (wake if written else stop).wait(delay)
+        if stop.is_set():
+            return
+        wake.clear()
+        try:
+            written = flush()
+        except Exception:  # never let the flusher die: the next flush may go through
+            logger.exception("slicecount flush failed")
+            written = False
+        if written:
+            delay = interval
+        else:
+            delay = min(delay * 2, max_backoff) * jitter.uniform(0.8, 1.0)
+
+
+def flush_until_written(
+    flush: Callable[[], bool], unwritten: Callable[[], bool], deadline: float
+) -> bool:
+    """Flush until nothing is left (a flush may count a loss of its own, written by the next)
+    or ``deadline`` (``time.monotonic()``) passes; True when everything was written."""
+    delay = 0.05
+    while True:
+        written = flush()
+        if written and not unwritten():
+            return True
+        if time.monotonic() + delay > deadline:
+            return False
+        if not written:
+            time.sleep(delay)
+            delay = min(delay * 2, 1.0)

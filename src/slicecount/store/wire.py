@@ -229,5 +229,6 @@ class StoreBase(Generic[C]):
         library's text might quote scrubbed (the message of a Sentinel's or a cluster's
         error embeds the errors of every node it tried)."""
         url = self.settings.redis_url
-        return StoreError(f"redis at {redact(url)}: {scrub(str(exc), url)}",
-                          failure=scrub(failure(exc), url))  # fmt: skip
+        return StoreError(
+            f"redis at {redact(url)}: {scrub(str(exc), url)}", failure=scrub(failure(exc), url)
+        )

@@ -1,4 +1,4 @@
-"""Rate limits on the same Redis: limits as text (``limits``), the decision math (``windows``),
+"""Rate limits on the same Redis: limits as text (``limits``), the decision math (``decision``),
 the local quota's bookkeeping (``quota``) and the ``Limiter`` the middleware calls (``limiter``).
 It knows no web framework: the HTTP face (``Throttle``, the ``limit`` decorator) is in
 ``slicecount.middleware``.
@@ -17,16 +17,23 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 from slicecount.throttle.clients import Peer, client_address, forwarded_for, header
+from slicecount.throttle.decision import Decision
 from slicecount.throttle.limits import Limit, parse_limits
-from slicecount.throttle.windows import Decision
 
 if TYPE_CHECKING:
     from slicecount.throttle.limiter import Limiter, Verdict
 
 __all__ = [
-    "Decision", "Limit", "Limiter", "Peer", "Verdict", "client_address", "forwarded_for",
-    "header", "parse_limits",
-]  # fmt: skip
+    "Decision",
+    "Limit",
+    "Limiter",
+    "Peer",
+    "Verdict",
+    "client_address",
+    "forwarded_for",
+    "header",
+    "parse_limits",
+]
 
 
 def __getattr__(name: str) -> Any:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import math
 
-from slicecount.throttle.windows import Decision
+from slicecount.throttle.decision import Decision
 
 Headers = list[tuple[str, str]]
 Answer = tuple[int, Headers, bytes]

@@ -27,10 +27,10 @@ from slicecount.operations.batches import Clock, Operation
 from slicecount.recording.lifecycle import Live
 from slicecount.store import Store
 from slicecount.store.asyncio import AsyncStore
+from slicecount.throttle.decision import Decision, check_strategy
 from slicecount.throttle.limits import Limit
 from slicecount.throttle.operations import check_identity, check_limits, give_back, hit, spend
 from slicecount.throttle.quota import Quotas
-from slicecount.throttle.windows import Decision, check_strategy
 
 if TYPE_CHECKING:
     from slicecount.recording.recorder import Recorder
@@ -73,7 +73,7 @@ class Limiter:
         clock: Clock = time.time,
     ) -> None:
         """``settings``: where Redis is (default: the ``SLICECOUNT_*`` environment);
-        ``strategy``: "fixed" or "sliding" (windows.py), ``deadline``: seconds a check waits
+        ``strategy``: "fixed" or "sliding" (decision.py), ``deadline``: seconds a check waits
         on Redis (both default to the settings' ``throttle_strategy``/``throttle_deadline``);
         ``local_quota``: claim this many tokens at a time per (limit, identity) and spend
         them in-process (fixed windows only; throttle/operations.py documents the bound);

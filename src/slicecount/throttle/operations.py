@@ -31,9 +31,9 @@ from slicecount.core.series import shown
 from slicecount.errors import ConfigurationError
 from slicecount.operations.batches import Batch, Context, Operation, ScriptCall, pairs
 from slicecount.operations.checks import check_epoch
+from slicecount.throttle.decision import Counts, Decision, check_strategy, decide, weight, window_of
 from slicecount.throttle.limits import Limit, same_window
 from slicecount.throttle.quota import Quotas
-from slicecount.throttle.windows import Counts, Decision, check_strategy, decide, weight, window_of
 
 GRACE = 1.0
 """Seconds a counter outlives its window: a process whose clock lags a little behind still

@@ -15,8 +15,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+from slicecount.throttle.decision import Decision, window_of
 from slicecount.throttle.limits import Limit
-from slicecount.throttle.windows import Decision, window_of
 
 MAX_BUCKETS = 100_000
 """(identity, limit) buckets kept; past this, buckets of windows already over are dropped

@@ -62,9 +62,12 @@ worker reads it back as ``task.request.slicecount_published``."""
 IGNORED = "ignored"
 """The ``state`` of a run that raised ``Ignore`` (it asked Celery to record no state)."""
 STATES = {
-    "SUCCESS": SUCCEEDED, "FAILURE": FAILED, "RETRY": RETRIED, "REJECTED": REJECTED,
+    "SUCCESS": SUCCEEDED,
+    "FAILURE": FAILED,
+    "RETRY": RETRIED,
+    "REJECTED": REJECTED,
     "IGNORED": IGNORED,
-}  # fmt: skip
+}
 """Celery's state of an ended run -> the ``state`` label."""
 
 MAX_REMEMBERED = 10_000
@@ -193,9 +196,12 @@ def instrument(
     if done is not None:
         return done
     counter = TaskCounter(
-        recorder=recorder, settings=settings, labels=labels, buckets=buckets,
+        recorder=recorder,
+        settings=settings,
+        labels=labels,
+        buckets=buckets,
         queue_wait_buckets=queue_wait_buckets,
-    )  # fmt: skip
+    )
     runs = _instrumented[app] = CeleryRuns(app, counter)
     runs.connect()
     return runs

@@ -37,9 +37,11 @@ class TaskCounter:
     ) -> None:
         self.source = RecorderSource(recorder, settings)
         self.mapping = RunMapping(
-            self.source.namer(), labels=labels, buckets=buckets,
+            self.source.namer(),
+            labels=labels,
+            buckets=buckets,
             queue_wait_buckets=queue_wait_buckets,
-        )  # fmt: skip
+        )
         self.source.watch(self.mapping.forget)
         traces.prepare()  # (in the parent: the children a worker forks inherit the import)
         self._warned = False

@@ -40,9 +40,13 @@ except ModuleNotFoundError as exc:
     raise MissingExtra("rq", exc, "the RQ worker") from exc
 
 STATES = {
-    JobStatus.FINISHED: SUCCEEDED, JobStatus.FAILED: FAILED, JobStatus.QUEUED: RETRIED,
-    JobStatus.SCHEDULED: RETRIED, JobStatus.STOPPED: REVOKED, JobStatus.CANCELED: REVOKED,
-}  # fmt: skip
+    JobStatus.FINISHED: SUCCEEDED,
+    JobStatus.FAILED: FAILED,
+    JobStatus.QUEUED: RETRIED,
+    JobStatus.SCHEDULED: RETRIED,
+    JobStatus.STOPPED: REVOKED,
+    JobStatus.CANCELED: REVOKED,
+}
 """A job's status once it ended -> the ``state`` label (queued or scheduled again: retried)."""
 
 

@@ -12,7 +12,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
-from slicecount.core.histogram import LE_LABEL, MICRO, HistogramLayout
+from slicecount.core.histogram import (
+    DEFAULT_DURATION_BUCKETS,
+    LE_LABEL,
+    MICRO,
+    HistogramLayout,
+)
 from slicecount.core.series import Labels, LabelValue, normalize_labels
 from slicecount.errors import ConfigurationError
 
@@ -25,8 +30,12 @@ QUEUE_WAIT_METRIC = "tasks.queue_wait"
 task, queue: observed only when the publisher stamped the time."""
 
 SUCCEEDED, FAILED, RETRIED, REJECTED, REVOKED = (
-    "succeeded", "failed", "retried", "rejected", "revoked",
-)  # fmt: skip
+    "succeeded",
+    "failed",
+    "retried",
+    "rejected",
+    "revoked",
+)
 STATES = (SUCCEEDED, FAILED, RETRIED, REJECTED, REVOKED)
 """The ``state`` label: how a run ended (rejected and revoked runs never ran: no duration)."""
 UNKNOWN_QUEUE = "<unknown>"
@@ -41,9 +50,7 @@ SeriesNamer = Callable[[str, Labels], str]
 Entries = tuple[tuple[str, int], ...]
 """(series id, n) pairs to count at one instant."""
 
-TASK_BUCKETS: tuple[float, ...] = (
-    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 1800.0,
-)  # fmt: skip
+TASK_BUCKETS: tuple[float, ...] = (*DEFAULT_DURATION_BUCKETS, 30.0, 60.0, 300.0, 1800.0)
 """Bounds in seconds of both task histograms (+Inf is always added): a task runs or waits
 from milliseconds to many minutes, past the requests' 10 s."""
 
@@ -112,8 +119,11 @@ class RunMapping:
         wait, wait_sum = self.wait.series_ids(self.series_id, base)
         ids = _Ids(
             self.series_id(RUNS_METRIC, {**base, "state": state}),
-            duration, duration_sum, wait, wait_sum,
-        )  # fmt: skip
+            duration,
+            duration_sum,
+            wait,
+            wait_sum,
+        )
         if len(self._ids) < self.max_cached_ids:
             self._ids[(task, queue, state)] = ids
         return ids

@@ -11,18 +11,18 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from slicecount.datasource.discovery import SeriesInfo
-from slicecount.datasource.execute import Answer, run
-from slicecount.datasource.planning import Query
 from slicecount.datasource.prometheus import results
-from slicecount.datasource.prometheus.names import Catalogue, parse_promql
 from slicecount.datasource.prometheus.params import BadData, Params
-from slicecount.datasource.prometheus.plan import evaluation_times
-from slicecount.datasource.reader import Reader
 from slicecount.datasource.render import Rendered, render
 from slicecount.operations.batches import ping
 from slicecount.promql.ast import Node, VectorSelector, walk
 from slicecount.promql.engine import Result
+from slicecount.query.catalogue import Catalogue, parse_promql
+from slicecount.query.execute import Answer, run
+from slicecount.query.planning import Query
+from slicecount.query.precision import evaluation_times
+from slicecount.reads.listing import SeriesInfo
+from slicecount.reads.reader import Reader
 
 MAX_STEPS = 11_000
 """Evaluation times one range query may ask (Prometheus' own limit)."""

@@ -8,12 +8,17 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 from urllib.parse import parse_qsl
 
-from slicecount.datasource.limits import LimitExceeded
-from slicecount.datasource.prometheus import api, exemplars, lookups, results
+from slicecount.datasource.prometheus import api, lookups, query_exemplars, results
 from slicecount.datasource.prometheus.params import Params
-from slicecount.datasource.reader import Reader
-from slicecount.errors import ConfigurationError, MissingExtra, QueryError, StoreError
+from slicecount.errors import (
+    ConfigurationError,
+    LimitExceeded,
+    MissingExtra,
+    QueryError,
+    StoreError,
+)
 from slicecount.promql.values import EvaluationError
+from slicecount.reads.reader import Reader
 
 try:
     from starlette.requests import Request
@@ -34,7 +39,7 @@ ENDPOINTS: dict[str, Handler] = {
     "/metadata": lookups.metadata,
     "/status/buildinfo": lookups.buildinfo,
     "/rules": lookups.rules,
-    "/query_exemplars": exemplars.query_exemplars,
+    "/query_exemplars": query_exemplars.query_exemplars,
     "/label/{name}/values": lookups.label_values,
 }
 METHODS = ["GET", "POST"]

@@ -1,6 +1,6 @@
 """The look-up endpoints of the Prometheus HTTP API (names, labels, series, metadata, and
 the constant answers), each ``(reader, params) -> JSON-ready answer``. Counters, histograms
-and unique series are listed by their exposed names (``names``)."""
+and unique series are listed by their exposed names (``query/catalogue``)."""
 
 from __future__ import annotations
 
@@ -8,12 +8,12 @@ import re
 from typing import Any
 
 from slicecount import __version__
-from slicecount.datasource.discovery import SeriesInfo
 from slicecount.datasource.prometheus import results
-from slicecount.datasource.prometheus.names import Catalogue, derive, family, parse_promql
 from slicecount.datasource.prometheus.params import BadData, Params
-from slicecount.datasource.reader import Reader
 from slicecount.promql.ast import VectorSelector
+from slicecount.query.catalogue import Catalogue, derive, family, parse_promql
+from slicecount.reads.listing import SeriesInfo
+from slicecount.reads.reader import Reader
 
 PROMETHEUS_VERSION = "2.53.0"
 """The API version announced by buildinfo: Grafana enables its features by version (>= 2.24

@@ -17,7 +17,7 @@ from slicecount.config import Settings
 from slicecount.core.exemplars import Trace
 from slicecount.core.histogram import DEFAULT_COUNT_BUCKETS, DEFAULT_DURATION_BUCKETS
 from slicecount.core.series import LabelValue
-from slicecount.middleware._core import UNIQUE_CLIENTS_METRIC, RequestMapping
+from slicecount.middleware.mapping import UNIQUE_CLIENTS_METRIC, RequestMapping
 from slicecount.middleware.throttle import Throttle
 from slicecount.recording import traces
 from slicecount.recording.recorder import Recorder
@@ -205,7 +205,7 @@ class RequestCounter:
             entries = self.mapping.entries(method, route, status, seconds, queries)
             if trace is None:
                 recorder.add_ids(entries)
-            else:  # the duration's bucket is the second entry (_core.DURATION_BUCKET)
+            else:  # the duration's bucket is the second entry (mapping.DURATION_BUCKET)
                 recorder.add_ids(entries, None, (entries[1][0], trace, seconds))
             if self.unique_key is not None and peer is not None:
                 client = self.unique_key(peer)

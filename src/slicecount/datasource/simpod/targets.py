@@ -30,8 +30,7 @@ from collections.abc import Iterable
 
 from slicecount.core.histogram import BUCKET_SUFFIX
 from slicecount.core.series import is_label_name, is_metric_name
-from slicecount.datasource.prometheus.names import Catalogue, Source
-from slicecount.datasource.rewrites import conveniences, one_slice, per_second
+from slicecount.datasource.simpod.rewrites import conveniences, one_slice, per_second
 from slicecount.errors import QueryError
 from slicecount.promql import parser as promql
 from slicecount.promql import typecheck
@@ -48,6 +47,7 @@ from slicecount.promql.ast import (
 from slicecount.promql.durations import PATTERN as DURATION
 from slicecount.promql.lexer import Token, scan, shown
 from slicecount.promql.signatures import AGGREGATIONS, FUNCTIONS
+from slicecount.query.catalogue import Catalogue, Source
 
 MAX_QUERY_LENGTH = 4000
 """Longest target accepted."""

@@ -14,11 +14,11 @@ from typing import Any
 
 from slicecount.datasource.prometheus import results
 from slicecount.datasource.prometheus.api import prometheus_names
-from slicecount.datasource.prometheus.names import parse_promql
 from slicecount.datasource.prometheus.params import WIDEST_TIME, BadData, Params
-from slicecount.datasource.reader import Reader
 from slicecount.promql.ast import NAME_LABEL, VectorSelector, walk
 from slicecount.promql.values import format_time, format_value
+from slicecount.query.catalogue import parse_promql
+from slicecount.reads.reader import Reader
 
 
 async def query_exemplars(reader: Reader, params: Params) -> dict[str, Any]:

@@ -12,15 +12,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from slicecount.core.slices import slice_starts
-from slicecount.datasource import discovery, frames, rewrites, targets
-from slicecount.datasource.concurrency import all_done
-from slicecount.datasource.discovery import SeriesInfo
-from slicecount.datasource.execute import Answer, run
-from slicecount.datasource.limits import LimitExceeded
-from slicecount.datasource.planning import Query
-from slicecount.datasource.prometheus.names import Catalogue
-from slicecount.datasource.prometheus.plan import panel_step
-from slicecount.datasource.protocol import (
+from slicecount.datasource.render import Rendered, render
+from slicecount.datasource.simpod import pickers, rewrites, shapes, targets
+from slicecount.datasource.simpod.protocol import (
     Target,
     adhoc_matchers,
     annotation_tags,
@@ -31,13 +25,18 @@ from slicecount.datasource.protocol import (
     require_object,
     visible_targets,
 )
-from slicecount.datasource.reader import Reader
-from slicecount.datasource.render import Rendered, render
-from slicecount.errors import QueryError
+from slicecount.errors import LimitExceeded, QueryError
 from slicecount.promql.arrays import Block
 from slicecount.promql.ast import Call
 from slicecount.promql.engine import Result
 from slicecount.promql.values import EvaluationError, Series, without_name
+from slicecount.query.catalogue import Catalogue
+from slicecount.query.execute import Answer, run
+from slicecount.query.planning import Query
+from slicecount.query.precision import panel_step
+from slicecount.reads.listing import SeriesInfo
+from slicecount.reads.reader import Reader
+from slicecount.reads.sharing import all_done
 
 Body = Mapping[str, Any]
 
@@ -85,15 +84,15 @@ async def query(reader: Reader, body: Body) -> Rendered:
         out: list[dict[str, Any]] = []
         for (target, planned), noted in zip(order, notes, strict=True):
             if not isinstance(planned, Query):
-                out.append(frames.annotation_table(target.ref_id, noted))
+                out.append(shapes.annotation_table(target.ref_id, noted))
                 continue
             answer = next(found)
             lines = _lines(planned, answer, target.table)
             if target.table:
-                out.append(frames.table(target.ref_id, lines))
+                out.append(shapes.table(target.ref_id, lines))
             else:
                 starts = [int(t - planned.step) for t in planned.times]  # type: ignore[operator]
-                out.extend(frames.timeseries(target.ref_id, lines, starts))
+                out.extend(shapes.timeseries(target.ref_id, lines, starts))
         return render(out)
 
     try:
@@ -107,7 +106,7 @@ def _names(counters: Sequence[SeriesInfo], uniques: Sequence[SeriesInfo]) -> Cat
     return targets.catalogue((s.name for s in counters), (s.name for s in uniques))
 
 
-def _lines(query: Query, answer: Answer, table: bool) -> list[frames.Line]:
+def _lines(query: Query, answer: Answer, table: bool) -> list[shapes.Line]:
     """The lines of a target: legends keep the metric read (``p95 `` before a quantile's).
     A time series' values stay an array (NaN: no sample, drawn as a gap like any value
     that is not finite); a table's are lists, whose total skips the points with no sample."""
@@ -125,7 +124,7 @@ def _lines(query: Query, answer: Answer, table: bool) -> list[frames.Line]:
     for i in order:
         tags = without_name(block.labels[i])
         values = block.row(i) if points is None else points[i]
-        lines.append(frames.Line(frames.legend(name, tags), tags, values))
+        lines.append(shapes.Line(shapes.legend(name, tags), tags, values))
     return lines
 
 
@@ -144,16 +143,16 @@ async def search(reader: Reader, body: Body) -> list[str]:
     target = body.get("target", "")
     names = await reader.names()
     if isinstance(target, str) and "(" in target:
-        return discovery.variable(
+        return pickers.variable(
             target, names, await reader.everything(), await reader.all_uniques()
         )
-    return discovery.search(names + await _unique_entries(reader), target)
+    return pickers.search(names + await _unique_entries(reader), target)
 
 
 async def _unique_entries(reader: Reader) -> list[str]:
     """Every unique metric as Grafana lists it: ``unique(name)``."""
     names = {s.name for s in await reader.all_uniques()}
-    return [discovery.unique_entry(n) for n in sorted(names)]
+    return [pickers.unique_entry(n) for n in sorted(names)]
 
 
 async def metrics(reader: Reader, body: Body) -> list[dict[str, Any]]:
@@ -163,7 +162,7 @@ async def metrics(reader: Reader, body: Body) -> list[dict[str, Any]]:
     metric = body.get("metric")
     asked = await _series_of_entry(reader, metric) if isinstance(metric, str) and metric else None
     return [
-        discovery.metric_entry(
+        pickers.metric_entry(
             name, name in histograms, reader.settings, asked if name == metric else None
         )
         for name in names
@@ -172,9 +171,9 @@ async def metrics(reader: Reader, body: Body) -> list[dict[str, Any]]:
 
 async def _series_of_entry(reader: Reader, entry: str) -> list[SeriesInfo]:
     """The series of a listed metric, a unique one's (``unique(name)``) among unique series."""
-    name, unique = discovery.entry_metric(entry)
+    name, unique = pickers.entry_metric(entry)
     everything = await (reader.all_uniques() if unique else reader.everything())
-    return discovery.of_metric(everything, [name])
+    return pickers.of_metric(everything, [name])
 
 
 async def metric_payload_options(reader: Reader, body: Body) -> list[dict[str, str]]:
@@ -183,7 +182,7 @@ async def metric_payload_options(reader: Reader, body: Body) -> list[dict[str, s
         raise QueryError("'metric' and 'name' must be strings")
     series = await _series_of_entry(reader, metric)
     histogram = metric in await reader.histograms()
-    return discovery.payload_options(metric, name, histogram, reader.settings, series)
+    return pickers.payload_options(metric, name, histogram, reader.settings, series)
 
 
 async def variable(reader: Reader, body: Body) -> list[dict[str, str]]:
@@ -192,12 +191,12 @@ async def variable(reader: Reader, body: Body) -> list[dict[str, str]]:
     if not isinstance(text, str):
         raise QueryError(f"payload.target must be a string, got {text!r}")
     names = await reader.names()
-    values = discovery.variable(text, names, await reader.everything(), await reader.all_uniques())
+    values = pickers.variable(text, names, await reader.everything(), await reader.all_uniques())
     return [{"__text": v, "__value": v} for v in values]
 
 
 async def tag_keys(reader: Reader, body: Body) -> list[dict[str, str]]:
-    keys = discovery.label_names([*await reader.everything(), *await reader.all_uniques()])
+    keys = pickers.label_names([*await reader.everything(), *await reader.all_uniques()])
     return [{"type": "string", "text": k} for k in keys]
 
 
@@ -206,7 +205,7 @@ async def tag_values(reader: Reader, body: Body) -> list[dict[str, str]]:
     if not isinstance(key, str) or not key:
         raise QueryError("'key' must be a label name")
     series = [*await reader.everything(), *await reader.all_uniques()]
-    return [{"text": v} for v in discovery.label_values(series, key)]
+    return [{"text": v} for v in pickers.label_values(series, key)]
 
 
 async def legacy_annotations(reader: Reader, body: Body) -> list[dict[str, Any]]:
@@ -214,4 +213,4 @@ async def legacy_annotations(reader: Reader, body: Body) -> list[dict[str, Any]]
     start, end = parse_range(body, reader.limits)
     annotation = require_object(body.get("annotation", {}), "'annotation'")
     found = await reader.annotations(start, end, annotation_tags(annotation.get("query", "")))
-    return frames.legacy_annotations(annotation, found)
+    return shapes.legacy_annotations(annotation, found)

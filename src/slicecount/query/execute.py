@@ -16,21 +16,22 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from slicecount.core.memo import remembered
-from slicecount.datasource import subtrees
-from slicecount.datasource.concurrency import all_done
-from slicecount.datasource.counts import Read, Rows, Tables, rows
-from slicecount.datasource.discovery import SeriesInfo
-from slicecount.datasource.distinct_times import collapse, expand
-from slicecount.datasource.limits import POINT_BYTES, LimitExceeded, Limits, answer_points
-from slicecount.datasource.planning import Plan, Query, plan_queries
-from slicecount.datasource.prometheus.names import Catalogue
-from slicecount.datasource.prometheus.plan import needs
-from slicecount.datasource.reader import Reader
 from slicecount.errors import MissingExtra
 from slicecount.promql.arrays import Block
 from slicecount.promql.ast import NAME_LABEL, Node, VectorSelector, walk
 from slicecount.promql.engine import Evaluator, Result, as_vector
-from slicecount.promql.values import EvaluationError, Grid, Series
+from slicecount.promql.values import Grid, Series
+from slicecount.query import subtrees
+from slicecount.query.budget import check_answered, check_encoded
+from slicecount.query.catalogue import Catalogue
+from slicecount.query.distinct_times import collapse, expand
+from slicecount.query.planning import Plan, Query, plan_queries
+from slicecount.query.precision import needs
+from slicecount.query.source import Source
+from slicecount.query.tables import Rows, Tables, rows
+from slicecount.reads.chunks import Read
+from slicecount.reads.listing import SeriesInfo
+from slicecount.reads.sharing import all_done
 
 try:
     import anyio.to_thread
@@ -57,7 +58,7 @@ Finish = Callable[[list[Answer], tuple[str, ...]], bytes]
 
 
 async def run(
-    reader: Reader,
+    source: Source,
     queries: Sequence[Query],
     names: Listing,
     finish: Finish,
@@ -65,12 +66,12 @@ async def run(
 ) -> bytes:
     """Plan, discover, check, read, evaluate and encode ``queries``, in order; ``alongside``
     (a simPod request's annotations) runs with the reads, once the request is checked."""
-    with reader.request() as arrived:
-        return await _run(reader, queries, names, finish, alongside, arrived)
+    with source.request() as arrived:
+        return await _run(source, queries, names, finish, alongside, arrived)
 
 
 async def _run(
-    reader: Reader,
+    source: Source,
     queries: Sequence[Query],
     names: Listing,
     finish: Finish,
@@ -81,13 +82,13 @@ async def _run(
     counters: Sequence[SeriesInfo] = ()
     distinct: Sequence[SeriesInfo] = ()
     if any(wanted):
-        counters, distinct = await reader.listings()
+        counters, distinct = await source.listings()
     catalogue = (
-        reader.derived(names, (counters, distinct), lambda: names(counters, distinct))
+        remembered(names, [counters, distinct], lambda: names(counters, distinct))
         if any(wanted)
         else Catalogue({}, ())
     )
-    plans = await plan_queries(reader, queries, wanted, catalogue, counters, distinct)
+    plans = await plan_queries(source, queries, wanted, catalogue, counters, distinct)
     work = sum(
         len(p.ids) * (p.slices + len(p.query.times))
         + len(walk(p.query.node)) * len(p.query.times)
@@ -95,10 +96,11 @@ async def _run(
         for p in plans
     )
 
-    def compute(counts: Mapping[tuple[int, int, int, int], Read], distinct_counts: list[list[int]]
-                ) -> bytes:  # fmt: skip
+    def compute(
+        counts: Mapping[tuple[int, int, int, int], Read], distinct_counts: list[list[int]]
+    ) -> bytes:
         answers = []
-        budget = reader.limits.max_computed_points
+        budget = source.limits.max_computed_points
         answered = 0  # points the answers carry, charged before any is encoded
         converted: dict[object, Rows] = {}  # targets alike (a panel's quantiles) share theirs
         for plan, counted in zip(plans, distinct_counts, strict=True):
@@ -111,7 +113,7 @@ async def _run(
             collapsed = None if plan.unions.lines else collapse(grid, plan.query.node)
             on = collapsed[0] if collapsed else grid
             ready: dict[Node, Sequence[Series]] = dict(plan.unions.ready(counted))
-            shared = None if plan.unions.lines else reader.shared_results(read)
+            shared = None if plan.unions.lines else source.shared_results(read)
             if shared is not None:  # aggregations other requests of the read compute too
                 given, computed = subtrees.ready(
                     plan.query.node, on, data, budget, shared, plan.found
@@ -122,52 +124,29 @@ async def _run(
             result = evaluator.evaluate(plan.query.node)
             budget -= evaluator.computed
             if collapsed:  # what was computed per reading is answered at every time
-                budget -= _answered(result, len(grid.times), budget, reader.limits)
+                series = len(result) if result and isinstance(result[0], Series) else 1
+                budget -= check_answered(series, len(grid.times), budget, source.limits)
                 result = expand(result, collapsed[1])
-            answered += _encoded(plan.query, result, answered, reader.limits)
+            answered += check_encoded(
+                plan.query.label, _labels(result), len(plan.query.times), answered, source.limits
+            )
             answers.append(Answer(result, grid, plan.choice.infos, _stored(plan, catalogue)))
         return finish(answers, catalogue.warnings)
 
-    if work <= reader.limits.max_inline_points:
-        return compute(*await _read(reader, plans, alongside, arrived))
-    async with reader.heavy():
-        counts, distinct_counts = await _read(reader, plans, alongside, arrived)
+    if work <= source.limits.max_inline_points:
+        return compute(*await _read(source, plans, alongside, arrived))
+    async with source.heavy():
+        counts, distinct_counts = await _read(source, plans, alongside, arrived)
         return await anyio.to_thread.run_sync(lambda: compute(counts, distinct_counts))
 
 
-def _answered(result: Result, times: int, budget: int, limits: Limits) -> int:
-    """The points of an answer at every time: EvaluationError past what is left of the
-    budget."""
-    points = (len(result) if result and isinstance(result[0], Series) else 1) * times
-    if points > budget:
-        raise EvaluationError(
-            f"the query answers {points:,} points (its series x its times), more than "
-            f"{limits.max_computed_points:,} with what it computed (max_computed_points): match "
-            "fewer series, aggregate with sum by (...) or shorten the range"
-        )
-    return points
-
-
-def _encoded(query: Query, result: Result, before: int, limits: Limits) -> int:
-    """What encoding ``result`` at every time of ``query`` costs (``answer_points``):
-    LimitExceeded when it and the answers ``before`` it pass ``max_answer_points``."""
+def _labels(result: Result) -> Sequence[Mapping[str, str]]:
+    """The labels of each line of an answer: a scalar or a string is one line."""
     if isinstance(result, Block):
-        labels: Sequence[Mapping[str, str]] = result.labels
-    elif result and isinstance(result[0], Series):
-        labels = [s.labels for s in as_vector(result)]
-    else:
-        labels = [{}]  # a scalar or a string: one line
-    points = answer_points(labels, len(query.times))
-    if before + points > limits.max_answer_points:
-        raise LimitExceeded(
-            f"the answer holds {before + points:,} points (target {query.label!r}: "
-            f"{len(labels):,} series x {len(query.times):,} times, with their labels' text at "
-            f"{POINT_BYTES} bytes a point), more than max_answer_points = "
-            f"{limits.max_answer_points:,} (encoding an answer costs about 0.3 us and "
-            f"{POINT_BYTES} bytes of JSON a point): aggregate with sum by (...), match fewer "
-            "series, shorten the range or ask for fewer points"
-        )
-    return points
+        return result.labels
+    if result and isinstance(result[0], Series):
+        return [s.labels for s in as_vector(result)]
+    return [{}]
 
 
 def _read_key(plan: Plan) -> tuple[int, int, int, int]:
@@ -177,7 +156,7 @@ def _read_key(plan: Plan) -> tuple[int, int, int, int]:
 
 
 async def _read(
-    reader: Reader,
+    source: Source,
     plans: Sequence[Plan],
     alongside: Callable[[], Awaitable[None]] | None,
     arrived: float,
@@ -190,13 +169,13 @@ async def _read(
         groups.setdefault(_read_key(plan), {}).update(dict.fromkeys(plan.ids))
     reads = {
         key: asyncio.ensure_future(
-            reader.read_slices(list(ids), key[0], key[1], key[2] - key[0], arrived, key[3])
+            source.read_slices(list(ids), key[0], key[1], key[2] - key[0], arrived, key[3])
         )
         for key, ids in groups.items()
         if ids
     }
     counted = {
-        i: asyncio.ensure_future(reader.count_unions(plan.choice.precision, plan.unions.groups))
+        i: asyncio.ensure_future(source.count_unions(plan.choice.precision, plan.unions.groups))
         for i, plan in enumerate(plans)
         if plan.unions.groups
     }

@@ -6,8 +6,7 @@ import pytest
 
 from slicecount.config import Settings
 from slicecount.core.series import encode
-from slicecount.datasource.discovery import (
-    SeriesInfo,
+from slicecount.datasource.simpod.pickers import (
     label_names,
     label_values,
     metric_entry,
@@ -18,6 +17,7 @@ from slicecount.datasource.discovery import (
     variable,
 )
 from slicecount.errors import QueryError
+from slicecount.reads.listing import SeriesInfo
 
 
 def info(name: str, **labels: str) -> SeriesInfo:

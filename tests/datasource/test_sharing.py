@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 
 from slicecount.config import Settings
-from slicecount.datasource import endpoints
-from slicecount.datasource.concurrency import SharedReads
-from slicecount.datasource.limits import Limits
-from slicecount.datasource.reader import Reader
+from slicecount.config.request_limits import Limits
+from slicecount.datasource.simpod import endpoints
+from slicecount.reads.reader import Reader
+from slicecount.reads.sharing import SharedReads
 from slicecount.store import Store
 from tests.datasource import test_reader
 from tests.datasource.conftest import NOW, legacy_body

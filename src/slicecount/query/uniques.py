@@ -13,13 +13,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from slicecount.datasource.discovery import SeriesInfo
-from slicecount.datasource.prometheus.names import Catalogue, Derived, derive
-from slicecount.datasource.prometheus.plan import Need
 from slicecount.promql.aggregation import grouped
 from slicecount.promql.ast import Aggregate, Node, VectorSelector
 from slicecount.promql.distinct import Window, windows
 from slicecount.promql.values import Grid, Labels, Series, key
+from slicecount.query.catalogue import Catalogue, Derived, derive
+from slicecount.query.precision import Need
+from slicecount.reads.listing import SeriesInfo
 
 
 @dataclass(frozen=True)

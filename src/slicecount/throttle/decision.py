@@ -121,8 +121,9 @@ def decide(
     i = max(range(len(limits)), key=at.__getitem__)
     limit, c, w = limits[i], counts[i], weights[i]
     retry = max(1, math.ceil(at[i] - now))
-    return Decision(False, limit, _remaining(limit, c.previous * w + c.current), _reset(limit, now),
-                    retry)  # fmt: skip
+    return Decision(
+        False, limit, _remaining(limit, c.previous * w + c.current), _reset(limit, now), retry
+    )
 
 
 def passes_at(limit: Limit, counts: Counts, cost: int, now: float, strategy: Strategy) -> float:

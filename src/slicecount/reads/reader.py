@@ -2,7 +2,7 @@
 
 The Reader owns what every endpoint shares: the store (and its settings), the limits, the clock,
 the discovery cache (an unchanged answer kept as the same object, so what was derived from it
-holds), the turns of heavy requests and the reads requests share (``concurrency``). A query
+holds), the turns of heavy requests and the reads requests share (``sharing``). A query
 (``execute``) takes two concurrent rounds: the series of every selector, then (once the work
 is checked) their slices and unions, in chunks so that no reply holds the event loop for long.
 """
@@ -16,15 +16,14 @@ from contextlib import AbstractContextManager
 from typing import Any, TypeVar
 
 from slicecount.config import Settings
+from slicecount.config.request_limits import Limits
 from slicecount.core.exemplars import Exemplar
 from slicecount.core.histogram import BUCKET_SUFFIX
 from slicecount.core.series import parse
-from slicecount.datasource.chunked_reads import READS_IN_FLIGHT, start_reads, union_parts
-from slicecount.datasource.concurrency import SharedReads, Turns, all_done
-from slicecount.datasource.counts import Read, merged
-from slicecount.datasource.discovery import SeriesInfo
-from slicecount.datasource.limits import Limits
 from slicecount.operations.unique_reading import Group, kept_precisions
+from slicecount.reads.chunks import READS_IN_FLIGHT, Read, merged, start_reads, union_parts
+from slicecount.reads.listing import SeriesInfo
+from slicecount.reads.sharing import SharedReads, Turns, all_done
 from slicecount.store.asyncio import AsyncStore
 
 CACHE_TTL = 2.0
@@ -57,7 +56,6 @@ class Reader:
         self.heavy = Turns(limits.heavy_requests)
         self._cache: dict[Any, tuple[float, Any]] = {}
         self._parsed: dict[str, SeriesInfo] = {}
-        self._derived: dict[Any, tuple[tuple[object, ...], Any]] = {}
         self._shared = SharedReads[Read](2 * limits.max_request_points)
 
     @property
@@ -84,26 +82,10 @@ class Reader:
         value = await load()
         latest = self._cache.get(key)  # another request's load may have ended meanwhile
         if latest is not None and latest[1] == value:
-            value = latest[1]  # unchanged: what was derived from it (``derived``) still holds
+            value = latest[1]  # unchanged: what was derived from it (``core.memo``) still holds
         if len(self._cache) > _MAX_CACHED:
             self._cache.clear()
         self._cache[key] = (now, value)
-        return value
-
-    def derived(self, key: Any, inputs: tuple[object, ...], compute: Callable[[], T]) -> T:
-        """``compute()`` remembered under ``key`` while ``inputs`` are the very objects it was
-        computed from (discovery answers, which the cache hands out unchanged for ``ttl``):
-        what a request derives from them (names, the series a selector matches) is worked
-        out once per cached answer, not once per request."""
-        hit = self._derived.get(key)
-        if hit is not None and len(hit[0]) == len(inputs):
-            if all(a is b for a, b in zip(hit[0], inputs, strict=True)):
-                value: T = hit[1]
-                return value
-        value = compute()
-        if len(self._derived) > _MAX_CACHED:
-            self._derived.clear()
-        self._derived[key] = (inputs, value)
         return value
 
     def _parse(self, series_id: str) -> SeriesInfo:

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from slicecount.cleaner.plan import (
+from slicecount.cleaner.schedule import (
     Due,
     annotation_cutoff,
     due_precisions,

@@ -12,12 +12,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from slicecount.core import memo
-from slicecount.datasource.counts import Slices, rows, tables
-from slicecount.datasource.frames import number
 from slicecount.datasource.numbers import datapoint_items, sample_texts
-from slicecount.datasource.prometheus.names import Derived
 from slicecount.datasource.render import ENCODER
+from slicecount.datasource.simpod.shapes import number
 from slicecount.promql.values import format_value
+from slicecount.query.catalogue import Derived
+from slicecount.query.tables import rows, tables
+from slicecount.reads.chunks import Slices
 
 SLICES = 6
 COUNTS = st.lists(st.one_of(st.none(), st.integers(0, 2**40)), min_size=SLICES, max_size=SLICES)

@@ -14,9 +14,10 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import NamedTuple, TypeVar
 
 from slicecount.core.memo import remembered
-from slicecount.datasource.prometheus.names import Derived
 from slicecount.promql.arrays import Floats, Ints, Table
 from slicecount.promql.values import Labels
+from slicecount.query.catalogue import Derived
+from slicecount.reads.chunks import Read, Slices, row_index
 
 try:
     import numpy as np
@@ -31,17 +32,6 @@ EXACT = 2.0**53
 """Counts below this convert through float64 exactly."""
 
 
-class Slices(NamedTuple):
-    """Counts read as one array: ``counts[row[id]]`` holds the slices of series ``id``."""
-
-    row: Mapping[str, int]
-    counts: Ints
-
-
-Read = Mapping[str, Sequence[int | None] | Ints] | Slices
-"""What one read of slices gives: per series id, its count per slice."""
-
-
 class Rows(NamedTuple):
     """The counts of the series a query reads (``counts[row_of[id]]``) and how many slices
     each holds (a series read short has no sample past its end)."""
@@ -49,35 +39,6 @@ class Rows(NamedTuple):
     row_of: dict[str, int]
     counts: Ints
     sizes: Ints
-
-
-def merged(parts: Sequence[Read]) -> Read:
-    """Reads of chunks of the series as one read: lists by id, or 2-D rows stacked."""
-    if len(parts) == 1:
-        return parts[0]
-    if parts and all(isinstance(p, Slices) for p in parts):
-        rows: dict[str, int] = {}
-        for part in parts:
-            assert isinstance(part, Slices)
-            rows.update({i: n + len(rows) for i, n in part.row.items()})
-        stacked = np.concatenate([p.counts for p in parts if isinstance(p, Slices)])
-        return Slices(rows, stacked)
-    counts: dict[str, Sequence[int | None] | Ints] = {}
-    for part in parts:
-        assert not isinstance(part, Slices)
-        counts.update(part)
-    return counts
-
-
-def chunks(ids: list[str], size: int) -> list[list[str]]:
-    """``ids`` cut into reads of ``size``."""
-    return [ids[i : i + size] for i in range(0, len(ids), size)]
-
-
-def row_index(ids: Sequence[str]) -> dict[str, int]:
-    """Each id's row, remembered with the list (a plan's ids and a read's are one list at
-    every request of a dashboard: ``planning``, ``block_reading``)."""
-    return remembered("rows", [ids], lambda: {i: n for n, i in enumerate(ids)})
 
 
 def rows(read: Read, ids: Sequence[str], slices: int) -> Rows:
@@ -140,8 +101,10 @@ def tables(found: Mapping[K, Sequence[Derived]], read: Rows) -> dict[K, Table]:
     """Each selector's table: one row per derived series, the sum of its parts' counts."""
     slices = read.counts.shape[1]
     if all(_single(derived) for derived in found.values()):  # counters: a row each
-        return {s: _table(d, read.counts, read.sizes, _rows_of(d, read.row_of))
-                for s, d in found.items()}  # fmt: skip
+        return {
+            s: _table(d, read.counts, read.sizes, _rows_of(d, read.row_of))
+            for s, d in found.items()
+        }
     lists = list(found.values())  # the discovery cache's lists: the same at every request
     trie = remembered("prefixes", lists, lambda: _Prefixes(lists))
     parts = np.array([read.row_of[part] for part in trie.parts], dtype=np.int64)
@@ -151,8 +114,10 @@ def tables(found: Mapping[K, Sequence[Derived]], read: Rows) -> dict[K, Table]:
     for target, below, last in trie.levels:
         every[target] = every[below] + every[last]
         sizes[target] = np.minimum(sizes[below], sizes[last])
-    return {s: _table(d, every, sizes, at)
-            for (s, d), at in zip(found.items(), trie.node_of, strict=True)}  # fmt: skip
+    return {
+        s: _table(d, every, sizes, at)
+        for (s, d), at in zip(found.items(), trie.node_of, strict=True)
+    }
 
 
 class _Prefixes:
@@ -201,9 +166,10 @@ def _rows_of(derived: Sequence[Derived], row_of: dict[str, int]) -> Ints:
     """The row of each derived series' one part (both remembered lists: the same at every
     request of a dashboard, so this is worked out once)."""
     return remembered(
-        "rows of", [derived, row_of],
+        "rows of",
+        [derived, row_of],
         lambda: np.array([row_of[d.parts[0]] for d in derived], dtype=np.int64),
-    )  # fmt: skip
+    )
 
 
 def _table(derived: Sequence[Derived], every: Ints, sizes: Ints, rows: Ints | list[int]) -> Table:

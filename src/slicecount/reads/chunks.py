@@ -7,18 +7,66 @@ calls of bounded work."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import NamedTuple
 
-from slicecount.datasource.counts import Read, Slices, chunks, row_index
-from slicecount.datasource.decoding import Matrix, slices_matrix
+from slicecount.core.memo import remembered
 from slicecount.errors import MissingExtra
 from slicecount.operations.unique_reading import Group
+from slicecount.promql.arrays import Ints
+from slicecount.reads.decoding import Matrix, slices_matrix
 from slicecount.store.asyncio import AsyncStore
 
 try:
     import anyio.to_thread
 except ModuleNotFoundError as exc:
     raise MissingExtra("datasource", exc, "the datasource") from exc
+
+try:
+    import numpy as np
+except ModuleNotFoundError as exc:  # pragma: no cover - the engine's import says it first
+    raise MissingExtra("datasource", exc, "the datasource") from exc
+
+
+class Slices(NamedTuple):
+    """Counts read as one array: ``counts[row[id]]`` holds the slices of series ``id``."""
+
+    row: Mapping[str, int]
+    counts: Ints
+
+
+Read = Mapping[str, Sequence[int | None] | Ints] | Slices
+"""What one read of slices gives: per series id, its count per slice."""
+
+
+def merged(parts: Sequence[Read]) -> Read:
+    """Reads of chunks of the series as one read: lists by id, or 2-D rows stacked."""
+    if len(parts) == 1:
+        return parts[0]
+    if parts and all(isinstance(p, Slices) for p in parts):
+        rows: dict[str, int] = {}
+        for part in parts:
+            assert isinstance(part, Slices)
+            rows.update({i: n + len(rows) for i, n in part.row.items()})
+        stacked = np.concatenate([p.counts for p in parts if isinstance(p, Slices)])
+        return Slices(rows, stacked)
+    counts: dict[str, Sequence[int | None] | Ints] = {}
+    for part in parts:
+        assert not isinstance(part, Slices)
+        counts.update(part)
+    return counts
+
+
+def chunks(ids: list[str], size: int) -> list[list[str]]:
+    """``ids`` cut into reads of ``size``."""
+    return [ids[i : i + size] for i in range(0, len(ids), size)]
+
+
+def row_index(ids: Sequence[str]) -> dict[str, int]:
+    """Each id's row, remembered with the list (a plan's ids and a read's are one list at
+    every request of a dashboard: ``planning``, ``block_reading``)."""
+    return remembered("rows", [ids], lambda: {i: n for n, i in enumerate(ids)})
+
 
 READ_CHUNK_POINTS = 16_384
 """Points asked of Redis in one read of the book's layout: its reply is parsed and converted

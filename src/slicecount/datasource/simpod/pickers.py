@@ -5,24 +5,17 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from typing import Any, NamedTuple, Protocol
+from typing import Any, Protocol
 
 from slicecount.config import Settings
 from slicecount.core.histogram import BUCKET_SUFFIX, LE_LABEL
-from slicecount.datasource.protocol import FUNCTIONS
-from slicecount.datasource.rewrites import one_slice
-from slicecount.datasource.targets import parse, regex_escape, unescape, unique_name
+from slicecount.datasource.simpod.protocol import FUNCTIONS
+from slicecount.datasource.simpod.rewrites import one_slice
+from slicecount.datasource.simpod.targets import parse, regex_escape, unescape, unique_name
 from slicecount.errors import QueryError
 from slicecount.operations.unique_reading import kept_precisions
 from slicecount.promql.ast import NAME_LABEL, VectorSelector, compile_regex
-
-
-class SeriesInfo(NamedTuple):
-    """A discovered series: its id as stored, and its metric name and labels parsed once."""
-
-    id: str
-    name: str
-    labels: dict[str, str]
+from slicecount.reads.listing import SeriesInfo
 
 
 class Labelled(Protocol):

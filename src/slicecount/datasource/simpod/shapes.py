@@ -141,10 +141,15 @@ def table(ref_id: str, lines: Sequence[Line]) -> dict[str, Any]:
 def annotation_table(ref_id: str, found: Sequence[Annotation]) -> dict[str, Any]:
     """Annotations as the table simPod expects from /query; tags comma-separated."""
     rows = [
-        [a["time"], a.get("timeEnd", a["time"]), a.get("title", ""), a.get("text", ""),
-         ",".join(a.get("tags", []))]
+        [
+            a["time"],
+            a.get("timeEnd", a["time"]),
+            a.get("title", ""),
+            a.get("text", ""),
+            ",".join(a.get("tags", [])),
+        ]
         for a in found
-    ]  # fmt: skip
+    ]
     columns = [dict(c) for c in ANNOTATION_COLUMNS]
     return {"type": "table", "refId": ref_id, "columns": columns, "rows": rows}
 

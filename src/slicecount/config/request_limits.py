@@ -1,30 +1,15 @@
-"""Bounds on the work one datasource request may cause; each breach is a 4xx naming the limit.
-Pure."""
+"""The datasource's limits: bounds on the work one request may cause, each taken from a
+``SLICECOUNT_<NAME>`` variable. What a request is charged against them is ``query/budget.py``;
+each breach is a 4xx naming the limit. Pure."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
 from slicecount.config.environment import ENV_PREFIX
-from slicecount.errors import ConfigurationError, QueryError
-
-
-class LimitExceeded(QueryError):
-    """A request asks for more work than a limit allows (answered 422)."""
-
-
-POINT_BYTES = 20
-"""Bytes of JSON a point of an answer takes (``[12,1800000000000],``): what a series' labels
-are charged as, in points."""
-
-
-def answer_points(labels: Sequence[Mapping[str, str]], times: int) -> int:
-    """What encoding an answer of series with these ``labels`` at ``times`` times costs, in
-    points: every series' points, and its labels' text as the points of as many bytes."""
-    text = sum(len(name) + len(value) + 6 for one in labels for name, value in one.items())
-    return len(labels) * times + -(-text // POINT_BYTES)
+from slicecount.errors import ConfigurationError
 
 
 @dataclass(frozen=True)

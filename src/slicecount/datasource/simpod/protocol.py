@@ -13,11 +13,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from slicecount.datasource.limits import LimitExceeded, Limits
-from slicecount.datasource.rewrites import buckets, per_second, with_matchers
-from slicecount.datasource.targets import parse
-from slicecount.datasource.targets import regex_escape as regex_escape  # the builder escapes
-from slicecount.errors import QueryError
+from slicecount.config.request_limits import Limits
+from slicecount.datasource.simpod.rewrites import buckets, per_second, with_matchers
+from slicecount.datasource.simpod.targets import parse
+from slicecount.datasource.simpod.targets import regex_escape as regex_escape  # the builder escapes
+from slicecount.errors import LimitExceeded, QueryError
 from slicecount.promql.ast import Aggregate, Call, Matcher, Node, NumberLiteral
 
 FUNCTIONS = ("count", "rate", "p50", "p90", "p95", "p99")
