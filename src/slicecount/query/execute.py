@@ -21,11 +21,11 @@ from slicecount.promql.arrays import Block
 from slicecount.promql.ast import NAME_LABEL, Node, VectorSelector, walk
 from slicecount.promql.engine import Evaluator, Result, as_vector
 from slicecount.promql.values import Grid, Series
-from slicecount.query import subtrees
-from slicecount.query.budget import check_answered, check_encoded
+from slicecount.query import planning, subtrees
+from slicecount.query.budget import check_answered, check_encoded, check_reads
 from slicecount.query.catalogue import Catalogue
 from slicecount.query.distinct_times import collapse, expand
-from slicecount.query.planning import Plan, Query, plan_queries
+from slicecount.query.planning import Plan, Query
 from slicecount.query.precision import needs
 from slicecount.query.source import Source
 from slicecount.query.tables import Rows, Tables, rows
@@ -88,7 +88,14 @@ async def _run(
         if any(wanted)
         else Catalogue({}, ())
     )
-    plans = await plan_queries(source, queries, wanted, catalogue, counters, distinct)
+    settings, limits = source.settings, source.limits
+    drafts = planning.drafts(
+        queries, wanted, catalogue, counters, distinct, settings, source.clock(), limits.max_points
+    )
+    keys = planning.series_wanted(drafts, catalogue)
+    found = dict(zip(keys, await source.series_of_each(keys), strict=True))
+    plans = planning.plans(drafts, catalogue, found)
+    check_reads(plans, limits, settings.layout)  # nothing is read past the budget
     work = sum(
         len(p.ids) * (p.slices + len(p.query.times))
         + len(walk(p.query.node)) * len(p.query.times)

@@ -1,7 +1,8 @@
-"""The first half of the one query loop: each query planned (its precision and grid), the
-series its selectors match discovered, every stored metric asked once for the whole request,
-and the request checked against the limits before anything is read. ``execute`` reads and
-evaluates what is planned here.
+"""The first half of the one query loop, pure: each query's precision and grid (``drafts``),
+the stored metrics whose series it needs, each asked once for the whole request
+(``series_wanted``), then the series each selector reads (``plans``). ``execute`` asks the
+source for the series in between, checks the plans against the budget, and reads and
+evaluates them.
 """
 
 from __future__ import annotations
@@ -9,14 +10,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from slicecount.config import Settings
 from slicecount.core.memo import remembered
 from slicecount.promql.ast import Node, VectorSelector
 from slicecount.promql.distinct import check, unions
 from slicecount.query import uniques
-from slicecount.query.budget import check_reads
 from slicecount.query.catalogue import Catalogue, Derived, derive
 from slicecount.query.precision import Choice, Need, choose, last_boundary
-from slicecount.query.source import Source
 from slicecount.reads.listing import SeriesInfo
 
 
@@ -84,60 +84,63 @@ class Plan:
         return -(-len(self.ids) * self.points // per_field) + self.unions.keys
 
 
-async def plan_queries(
-    source: Source,
+@dataclass(frozen=True)
+class Draft:
+    """A query with its precision chosen, before its series are found."""
+
+    query: Query
+    kinds: uniques.Kinds
+    need: list[Need]
+    choice: Choice
+
+
+def drafts(
     queries: Sequence[Query],
     wanted: Sequence[list[Need]],
     catalogue: Catalogue,
     counters: Sequence[SeriesInfo],
     distinct: Sequence[SeriesInfo],
-) -> list[Plan]:
-    """Every query planned and its series found; LimitExceeded (or a QueryError of a sum of
-    distinct counts) before anything is read."""
-    choices = []
+    settings: Settings,
+    now: float,
+    max_points: int,
+) -> list[Draft]:
+    """Each query's precision and grid (``precision.choose``); a QueryError of a sum of
+    distinct counts, or of a range no precision keeps, before any series is looked up."""
+    out = []
     for query, need in zip(queries, wanted, strict=True):
         kinds = uniques.kinds(catalogue, need, counters, distinct)
         check(query.node, kinds.distinct, kinds.mixed)  # a sum of distinct counts: nothing read
         need = uniques.with_steps(need, catalogue, kinds, query.step)
         choice = choose(
-            source.settings,
-            need,
-            query.times,
-            query.step,
-            source.clock(),
-            source.limits.max_points,
-            query.among,
-            query.partial,
+            settings, need, query.times, query.step, now, max_points, query.among, query.partial
         )
-        choices.append((query, kinds, need, choice))
-    series = await _discover(source, catalogue, [(k, n, c) for _, k, n, c in choices])
-    plans = [
-        _plan(query, kinds, need, choice, catalogue, series)
-        for query, kinds, need, choice in choices
-    ]
-    check_reads(plans, source.limits, source.settings.layout)
-    return plans
+        out.append(Draft(query, kinds, need, choice))
+    return out
 
 
-SeriesAt = dict[tuple[str, int, bool], list[SeriesInfo]]
-"""The series of a stored metric at a precision (unique ones when the flag is set)."""
+SeriesKey = tuple[str, int, bool]
+"""A stored metric at a precision (its unique series when the flag is set)."""
+SeriesAt = dict[SeriesKey, list[SeriesInfo]]
+"""The series of each stored metric at a precision."""
 
 
-async def _discover(
-    source: Source,
-    catalogue: Catalogue,
-    planned: Sequence[tuple[uniques.Kinds, list[Need], Choice]],
-) -> SeriesAt:
-    """The series of every stored metric any query reads, each (metric, precision) asked
-    once for the whole request."""
-    wanted: dict[tuple[str, int, bool], None] = {}
-    for _, need, choice in planned:
-        for n in need:
+def series_wanted(drafts: Sequence[Draft], catalogue: Catalogue) -> list[SeriesKey]:
+    """Every stored metric any query reads at its precision, each once for the whole
+    request."""
+    wanted: dict[SeriesKey, None] = {}
+    for draft in drafts:
+        for n in draft.need:
             for unique in (False, True) if n.distinct else (False,):
                 for name in catalogue.matching(n.selector, unique=unique):
-                    wanted[(catalogue.sources[name].stored, choice.read_precision, unique)] = None
-    found = await source.series_of_each(list(wanted))
-    return dict(zip(wanted, found, strict=True))
+                    stored = catalogue.sources[name].stored
+                    wanted[(stored, draft.choice.read_precision, unique)] = None
+    return list(wanted)
+
+
+def plans(drafts: Sequence[Draft], catalogue: Catalogue, series: SeriesAt) -> list[Plan]:
+    """Each query with the series its selectors read (``series``: what discovery found of
+    ``series_wanted``)."""
+    return [_plan(d.query, d.kinds, d.need, d.choice, catalogue, series) for d in drafts]
 
 
 def _matched(
