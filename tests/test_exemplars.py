@@ -116,8 +116,7 @@ def test_the_path_notes_a_header_only_when_its_flags_say_sampled() -> None:
 
 
 @pytest.mark.parametrize(
-    "headers",
-    [None, [(b"traceparent",)], [("traceparent", SAMPLED)], [(b"traceparent", None)], 3],
+    "headers", [None, [(b"traceparent",)], [("traceparent", SAMPLED)], [(b"traceparent", None)], 3]
 )
 def test_headers_no_server_sends_are_no_trace_and_no_failure(headers: Any) -> None:
     assert traces.asgi_trace(headers) is None

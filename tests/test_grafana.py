@@ -351,10 +351,7 @@ def test_prometheus_dashboard_uses_the_provisioned_datasource_and_the_subset() -
         "http-overview-prometheus.json",
         "tasks-prometheus.json",
     ]
-    assert {_datasource_type(p) for p in ALL_DASHBOARDS} == {
-        "simpod-json-datasource",
-        "prometheus",
-    }
+    assert {_datasource_type(p) for p in ALL_DASHBOARDS} == {"simpod-json-datasource", "prometheus"}
     dashboards = [json.loads(p.read_text()) for p in ALL_DASHBOARDS]
     assert len({d["uid"] for d in dashboards}) == len(dashboards)
     for path in ALL_PROM_DASHBOARDS:  # each the twin of a simPod one, panel for panel

@@ -58,10 +58,7 @@ def test_incr_is_one_transaction_of_members_and_increments() -> None:
     sent, _ = drive(writing.incr(CTX, "hits", 2, {"a": "x"}), [1, 1, 1])
     members, increments = transaction(sent[0])
     assert members == {"known:": {'1:hits{a="x"}', '60:hits{a="x"}'}}
-    assert increments == {
-        'count:1:hits{a="x"}': {T0: 2},
-        'count:60:hits{a="x"}': {T0 - T0 % 60: 2},
-    }
+    assert increments == {'count:1:hits{a="x"}': {T0: 2}, 'count:60:hits{a="x"}': {T0 - T0 % 60: 2}}
 
 
 def test_incr_raises_when_redis_refuses_a_write() -> None:

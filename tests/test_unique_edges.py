@@ -23,9 +23,7 @@ from tests.test_unique_writing import hll_count
 # -- 1. the Recorder's bound -----------------------------------------------------------------
 
 
-def test_a_burst_past_the_bound_drops_only_the_excess_not_the_whole_second(
-    store: Store,
-) -> None:
+def test_a_burst_past_the_bound_drops_only_the_excess_not_the_whole_second(store: Store) -> None:
     """The bound drops "the oldest second" whole: when every buffered value is in one second
     (the usual case: the current one), one value past the bound empties the buffer, the
     value just added included. The counts' buffer drops only the excess."""

@@ -72,9 +72,7 @@ def test_exact_mode_lists_up_to_the_cap_then_says_so(settings: Settings, redis_c
         assert redis_client.ttl(slot.members(start)) > 0
 
 
-def test_first_seen_counts_each_value_once_per_slice_into_a_counter(
-    settings: Settings,
-) -> None:
+def test_first_seen_counts_each_value_once_per_slice_into_a_counter(settings: Settings) -> None:
     with Store(settings.with_changes(unique_exact_cap=100)) as store:
         now, start = now_and_start(60)
         store.add_unique("logins", ["ann", "bob"], exact=True, first_seen=True, now=now)

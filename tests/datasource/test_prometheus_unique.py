@@ -149,10 +149,7 @@ def test_sum_is_the_union_not_the_sum(
             assert added > 1.15 * truth and value < 0.9 * added  # not the sum of the counts
 
 
-@pytest.mark.parametrize(
-    ("step", "precision"),
-    [(120, 60), (600, 300), (900, 300), (3600, 3600)],
-)
+@pytest.mark.parametrize(("step", "precision"), [(120, 60), (600, 300), (900, 300), (3600, 3600)])
 def test_a_coarse_step_unions_the_slices_it_covers(
     prom: TestClient, known: tuple[Known, Known], step: int, precision: int
 ) -> None:

@@ -51,9 +51,7 @@ def test_lists_arrays_and_one_array_read_as_the_same_tables(
             assert size == SLICES + 1
 
 
-def test_buckets_are_walked_once_and_read_in_any_row_order(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_buckets_are_walked_once_and_read_in_any_row_order(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(memo, "_entries", {})
 
     def tries() -> int:

@@ -142,9 +142,7 @@ def test_the_limit_decorator_on_a_class_based_view_answers_429(counted: Store) -
     assert total(counted, "http.throttled") == 3
 
 
-def test_the_limit_decorator_on_an_async_view_answers_429_on_the_event_loop(
-    counted: Store,
-) -> None:
+def test_the_limit_decorator_on_an_async_view_answers_429_on_the_event_loop(counted: Store) -> None:
     from slicecount.middleware.throttle import default_limiter
 
     async def run() -> list[int]:

@@ -183,8 +183,7 @@ def check_counts(redis_url: str, expected: Counter[tuple[str, str, int]]) -> Non
 
 
 @pytest.mark.parametrize(
-    ("worker", "extra"),
-    [("sync", ["--preload"]), ("gthread", ["--threads", "4"])],
+    ("worker", "extra"), [("sync", ["--preload"]), ("gthread", ["--threads", "4"])]
 )
 def test_flask_under_gunicorn_counts_every_request(
     server_redis: EmbeddedRedis, tmp_path: Path, worker: str, extra: list[str]

@@ -76,11 +76,7 @@ async def hello(request: Request) -> Response:
 
 def test_starlette_counts_distinct_clients_per_route(recorder: Recorder, store: Store) -> None:
     app = Starlette(routes=[Route("/hello", hello)])
-    app.add_middleware(
-        SliceCountMiddleware,
-        recorder=recorder,
-        unique_clients=header("X-Api-Key"),
-    )
+    app.add_middleware(SliceCountMiddleware, recorder=recorder, unique_clients=header("X-Api-Key"))
     with TestClient(app) as client:
         for i in range(50):
             assert client.get("/hello", headers={"X-Api-Key": f"key-{i % 7}"}).status_code == 200

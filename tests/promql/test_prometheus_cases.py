@@ -16,7 +16,7 @@ CASES = [case for path in sorted(CASES_DIR.glob("*.test")) for case in promqltes
 
 SKIP: dict[str, str] = {
     "functions.test:274": "timestamp() gives the evaluation time: slicecount's totals are exact "
-    "at any time, there is no older sample to date",
+    "at any time, there is no older sample to date"
 }
 """Cases that fail for a deliberate difference or an unsupported feature: id -> why."""
 

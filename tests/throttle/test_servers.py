@@ -19,12 +19,7 @@ from slicecount.embedded import EmbeddedRedis, listen
 from slicecount.store import Store
 from tests.middleware import test_servers
 from tests.middleware.helpers import total
-from tests.middleware.test_servers import (
-    gunicorn,
-    run_server,
-    stop_gracefully,
-    uvicorn,
-)
+from tests.middleware.test_servers import gunicorn, run_server, stop_gracefully, uvicorn
 
 pytestmark = pytest.mark.slow
 server_redis = test_servers.server_redis  # the fixture: a redis-server of the test's own

@@ -55,8 +55,7 @@ span's context, or a ``traceparent`` header's value (``labels_of`` reads them)."
 
 _TRACE = re.compile(r"t([0-9a-f]{32})([0-9a-f]{16})\Z")
 _TRACEPARENT = re.compile(
-    r"[ \t]*([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})(-[ -~]*)?[ \t]*\Z",
-    re.ASCII,
+    r"[ \t]*([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})(-[ -~]*)?[ \t]*\Z", re.ASCII
 )
 """version-traceid-parentid-flags, a later version's fields after (W3C Trace Context)."""
 _ZEROS_32, _ZEROS_16 = "0" * 32, "0" * 16
@@ -129,8 +128,7 @@ def check_labels(labels: Mapping[str, str]) -> ExemplarLabels:
         size += len(name) + len(value)
     if size > MAX_LABEL_CHARACTERS:
         raise ConfigurationError(
-            f"exemplar labels hold {size} characters, more than {MAX_LABEL_CHARACTERS}",
-            "too_long",
+            f"exemplar labels hold {size} characters, more than {MAX_LABEL_CHARACTERS}", "too_long"
         )
     return tuple(sorted(labels.items()))
 

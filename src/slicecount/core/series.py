@@ -53,8 +53,7 @@ def validate_name(name: object) -> str:
         )
     if not isinstance(name, str) or not is_metric_name(name):
         raise ConfigurationError(
-            f"invalid metric name {shown(name)}: expected [A-Za-z_][A-Za-z0-9_.:-]*",
-            "invalid_name",
+            f"invalid metric name {shown(name)}: expected [A-Za-z_][A-Za-z0-9_.:-]*", "invalid_name"
         )
     return name
 
@@ -93,8 +92,7 @@ def normalize_labels(labels: Labels | None) -> dict[str, str]:
     for key in sorted(labels, key=str):
         if not isinstance(key, str) or not is_label_name(key):
             raise ConfigurationError(
-                f"invalid label name {shown(key)}: expected [A-Za-z_][A-Za-z0-9_]*",
-                "invalid_label",
+                f"invalid label name {shown(key)}: expected [A-Za-z_][A-Za-z0-9_]*", "invalid_label"
             )
         out[key] = _label_value(key, labels[key])
     return out

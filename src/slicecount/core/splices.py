@@ -90,9 +90,7 @@ def _trim_zero_ends(section: Section) -> None:
 
 
 def add_counts(
-    frames: dict[tuple[int, int], list[int]],
-    precisions: Iterable[int],
-    counts: Mapping[int, int],
+    frames: dict[tuple[int, int], list[int]], precisions: Iterable[int], counts: Mapping[int, int]
 ) -> None:
     """Add open slices (``counts``: second -> n, at the finest precision) into ``frames``
     ((precision, frame start) -> values) of every precision. A frame the block already holds

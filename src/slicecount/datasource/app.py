@@ -18,6 +18,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
 
+from slicecount import errors
 from slicecount.config import Settings
 from slicecount.config.request_limits import Limits
 from slicecount.datasource import health
@@ -29,13 +30,6 @@ from slicecount.datasource.prometheus.results import error as prometheus_error
 from slicecount.datasource.render import Rendered, render
 from slicecount.datasource.simpod import endpoints
 from slicecount.datasource.simpod.protocol import require_object
-from slicecount.errors import (
-    ConfigurationError,
-    LimitExceeded,
-    MissingExtra,
-    QueryError,
-    StoreError,
-)
 from slicecount.reads.reader import Reader
 from slicecount.store.asyncio import AsyncStore
 
@@ -47,7 +41,7 @@ try:
     from starlette.staticfiles import StaticFiles
     from starlette.types import Receive, Scope, Send
 except ModuleNotFoundError as exc:
-    raise MissingExtra("datasource", exc, "the datasource") from exc
+    raise errors.MissingExtra("datasource", exc, "the datasource") from exc
 
 logger = logging.getLogger("slicecount.datasource")
 
@@ -87,11 +81,11 @@ def _endpoint(reader: Reader, handler: Handler) -> Callable[[Request], Awaitable
         try:
             body = await _read_json(request, reader.limits)
             return JSON(await handler(reader, body))
-        except LimitExceeded as exc:
+        except errors.LimitExceeded as exc:
             return JSON({"message": str(exc)}, status_code=422)
-        except (QueryError, ConfigurationError) as exc:
+        except (errors.QueryError, errors.ConfigurationError) as exc:
             return JSON({"message": str(exc)}, status_code=400)
-        except StoreError as exc:
+        except errors.StoreError as exc:
             logger.warning("redis unavailable: %s", exc)
             return JSON({"message": f"redis unavailable: {exc.failure}"}, status_code=503)
         except Exception as exc:  # a bug: answered here, so the connection stays open
@@ -104,12 +98,12 @@ def _endpoint(reader: Reader, handler: Handler) -> Callable[[Request], Awaitable
 async def _read_json(request: Request, limits: Limits) -> Mapping[str, Any]:
     declared = request.headers.get("content-length", "")
     if declared.isascii() and declared.isdigit() and int(declared) > limits.max_body_bytes:
-        raise QueryError(_too_big(int(declared), limits))
+        raise errors.QueryError(_too_big(int(declared), limits))
     chunks, size = [], 0
     async for chunk in request.stream():
         size += len(chunk)
         if size > limits.max_body_bytes:
-            raise QueryError(_too_big(size, limits))
+            raise errors.QueryError(_too_big(size, limits))
         chunks.append(chunk)
     raw = b"".join(chunks)
     if not raw.strip():

@@ -192,10 +192,7 @@ def delete(ctx: Context, name: str, labels: Labels | None = None) -> Operation[i
                 members = [m for m, _ in pairs(flat) if _is_exact(ctx, m, name, series_id)]
                 if members:
                     replies = yield Batch(
-                        [
-                            ("DEL", *_keys_of(ctx, shard, members)),
-                            ("ZREM", registry, *members),
-                        ],
+                        [("DEL", *_keys_of(ctx, shard, members)), ("ZREM", registry, *members)],
                         transaction=True,
                     )
                     removed += int(replies[0])

@@ -15,15 +15,7 @@ from typing import TypeVar
 from slicecount.core.memo import remembered
 from slicecount.errors import MissingExtra
 from slicecount.promql import aggregation
-from slicecount.promql.arrays import (
-    Block,
-    Floats,
-    Ints,
-    Mask,
-    Sums,
-    exact_sums,
-    pairwise_sums,
-)
+from slicecount.promql.arrays import Block, Floats, Ints, Mask, Sums, exact_sums, pairwise_sums
 from slicecount.promql.ast import Aggregate
 from slicecount.promql.values import Labels, key
 

@@ -144,11 +144,7 @@ def plans(drafts: Sequence[Draft], catalogue: Catalogue, series: SeriesAt) -> li
 
 
 def _matched(
-    catalogue: Catalogue,
-    selector: VectorSelector,
-    unique: bool,
-    precision: int,
-    series: SeriesAt,
+    catalogue: Catalogue, selector: VectorSelector, unique: bool, precision: int, series: SeriesAt
 ) -> list[Derived]:
     """The series a selector matches at ``precision``, remembered while the catalogue and
     the series lists it was found in are the ones the source's discovery cache holds."""

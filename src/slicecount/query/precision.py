@@ -270,12 +270,7 @@ def evaluation_times(
 
 
 def panel_step(
-    settings: Settings,
-    start: float,
-    now: float,
-    wanted: float,
-    unique: bool,
-    pinned: int | None,
+    settings: Settings, start: float, now: float, wanted: float, unique: bool, pinned: int | None
 ) -> tuple[int, tuple[int, ...] | None]:
     """The step of a simPod panel (a point per step, at least ``wanted`` seconds: Grafana's
     interval) and the precisions it may be read at (None: ``choose`` picks among those that

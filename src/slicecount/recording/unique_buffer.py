@@ -88,8 +88,7 @@ class UniqueValues(SecondsBuffer[dict[UniqueKey, set[str]]]):
         error = time_error(second, clock, self._max_future, now)
         if error is None and all(second - second % p + kept <= clock for p, kept in self._kept):
             return ConfigurationError(
-                f"time {shown(now)} is past the retention of every unique precision",
-                "time_range",
+                f"time {shown(now)} is past the retention of every unique precision", "time_range"
             )
         return error
 

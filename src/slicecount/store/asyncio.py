@@ -33,14 +33,7 @@ from slicecount.operations.batches import Batch, Context, Operation, ping
 from slicecount.store.failures import REDIS_ERRORS, refusal
 from slicecount.store.replies import ReplyReader, ScriptMissing
 from slicecount.store.routing import split
-from slicecount.store.wire import (
-    LOAD_SCRIPTS,
-    MOVED,
-    Clients,
-    StoreBase,
-    connect,
-    pack,
-)
+from slicecount.store.wire import LOAD_SCRIPTS, MOVED, Clients, StoreBase, connect, pack
 
 P = ParamSpec("P")
 T = TypeVar("T")

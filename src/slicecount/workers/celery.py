@@ -36,14 +36,7 @@ from slicecount.errors import MissingExtra
 from slicecount.recording import lifecycle
 from slicecount.recording.traces import traced
 from slicecount.workers.counting import TaskCounter
-from slicecount.workers.runs import (
-    FAILED,
-    REJECTED,
-    RETRIED,
-    REVOKED,
-    SUCCEEDED,
-    TASK_BUCKETS,
-)
+from slicecount.workers.runs import FAILED, REJECTED, RETRIED, REVOKED, SUCCEEDED, TASK_BUCKETS
 
 try:
     from celery import Celery, signals

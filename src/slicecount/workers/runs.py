@@ -12,12 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
-from slicecount.core.histogram import (
-    DEFAULT_DURATION_BUCKETS,
-    LE_LABEL,
-    MICRO,
-    HistogramLayout,
-)
+from slicecount.core.histogram import DEFAULT_DURATION_BUCKETS, LE_LABEL, MICRO, HistogramLayout
 from slicecount.core.series import Labels, LabelValue, normalize_labels
 from slicecount.errors import ConfigurationError
 

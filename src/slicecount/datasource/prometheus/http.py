@@ -8,15 +8,9 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 from urllib.parse import parse_qsl
 
+from slicecount import errors
 from slicecount.datasource.prometheus import api, lookups, query_exemplars, results
 from slicecount.datasource.prometheus.params import Params
-from slicecount.errors import (
-    ConfigurationError,
-    LimitExceeded,
-    MissingExtra,
-    QueryError,
-    StoreError,
-)
 from slicecount.promql.values import EvaluationError
 from slicecount.reads.reader import Reader
 
@@ -25,7 +19,7 @@ try:
     from starlette.responses import Response
     from starlette.routing import BaseRoute, Route
 except ModuleNotFoundError as exc:
-    raise MissingExtra("datasource", exc, "the datasource") from exc
+    raise errors.MissingExtra("datasource", exc, "the datasource") from exc
 
 logger = logging.getLogger("slicecount.datasource")
 
@@ -66,11 +60,11 @@ async def answer(
     try:
         params = await read_params(request, reader.limits.max_body_bytes)
         return respond(await handler(reader, params), 200)
-    except (LimitExceeded, EvaluationError) as exc:
+    except (errors.LimitExceeded, EvaluationError) as exc:
         return respond(*results.error("execution", str(exc)))
-    except (QueryError, ConfigurationError) as exc:
+    except (errors.QueryError, errors.ConfigurationError) as exc:
         return respond(*results.error("bad_data", str(exc)))
-    except StoreError as exc:
+    except errors.StoreError as exc:
         logger.warning("redis unavailable: %s", exc)
         return respond(*results.error("unavailable", f"redis unavailable: {exc.failure}"))
     except Exception as exc:  # a bug: answered here, so the connection stays open
@@ -88,12 +82,12 @@ async def read_params(request: Request, max_bytes: int) -> Params:
         async for chunk in request.stream():
             size += len(chunk)
             if size > max_bytes:
-                raise QueryError(f"request body is more than the limit of {max_bytes} bytes")
+                raise errors.QueryError(f"request body is more than the limit of {max_bytes} bytes")
             chunks.append(chunk)
         try:
             text = b"".join(chunks).decode("utf-8")
             pairs += parse_qsl(text, keep_blank_values=True, strict_parsing=False)
         except (UnicodeDecodeError, ValueError) as exc:
-            raise QueryError(f"cannot parse the form: {exc}") from None
+            raise errors.QueryError(f"cannot parse the form: {exc}") from None
     pairs += request.query_params.multi_items()
     return Params(pairs, request.path_params)
