@@ -2,6 +2,18 @@
 accuracy against the truth (the baseline of issue 24).
 
     python benchmarks/bench_vs_prometheus.py [--routes 40 80] [--repeats 20] [--quick] [--json]
+    python benchmarks/bench_vs_prometheus.py --live [--watch 60]
+
+``--live`` measures the store as a deployed app leaves it: the history is written and sealed
+as below, then the app goes on serving the same seeded traffic at real time
+(``live_app.py``: each second's requests counted through a Recorder flushing every second, its
+totals exposed on ``/metrics``), a real ``slicecount cleaner`` daemon passes at its default
+interval, and Prometheus scrapes the app every 15 s on top of its backfilled blocks (so its
+samples are the same); after a warm-up, every refresh ends at the clock's second, as
+Grafana's. Then ``--watch`` seconds of 10 viewers refreshing the 5-minute dashboard every 5 s,
+staggered, on each server in turn. By default 40 and 80 routes on 2 hours of history, and
+10 routes on 7 days (refreshed over the last 7 days too; its history is written an hour at a
+time).
 
 For each app size, two hours of seeded traffic ending now (``seeded_traffic.py``: N routes,
 their methods, statuses and latencies) are written into slicecount as its middleware counts
@@ -61,11 +73,13 @@ import argparse
 import contextlib
 import json
 import os
+import pickle
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
 from collections.abc import Callable
@@ -87,6 +101,16 @@ from slicecount.embedded import EmbeddedRedis, free_port, listen
 HERE = Path(__file__).resolve().parent
 DASHBOARD = HERE.parent / "grafana" / "dashboards" / "http-overview-prometheus.json"
 REFRESHES = (("last 5 minutes", 300), ("last 1 hour", 3600), ("last 24 hours", 86400))
+WEEK = ("last 7 days", 7 * 86400)
+"""Refreshed too when the history holds a week."""
+LIVE_SPAN = 3 * 3600
+"""Seconds of traffic the live app has to serve (it is stopped once the timing ends)."""
+LIVE_WARMUP = 90
+"""Seconds the live store runs (the app flushing, the cleaner passing, Prometheus scraping)
+before the timing starts."""
+VIEWERS = 10
+VIEWER_EVERY = 5.0
+"""Seconds between two refreshes of one viewer of the 5-minute dashboard."""
 SERVERS = ("slicecount", "prometheus")
 HISTORY = 7200
 SEED = 24
@@ -135,14 +159,15 @@ class Sizes:
 
 
 def write_slicecount(url: str, traffic: Traffic, sizes: Sizes, layout: str) -> None:
-    """A simulated minute at a time, then a cleaner pass at the minute's end, as a flushing
-    writer and the sidecar cleaner leave Redis; then the bytes it holds."""
+    """A simulated minute at a time (an hour for a history over a day), then a cleaner pass
+    at its end, as a flushing writer and the sidecar cleaner leave Redis; then the bytes it
+    holds."""
     client = redis.Redis.from_url(url)
     empty = int(client.info("memory")["used_memory"])
     simulated = [float(traffic.start)]
     with Store.from_url(url, layout=layout) as store:
         cleaner = Cleaner(store, clock=lambda: simulated[0])
-        for minute_end, counts in traffic.minutes():
+        for minute_end, counts in traffic.minutes(60 if traffic.seconds <= 86400 else 3600):
             refused = store.apply(counts)
             if refused:
                 raise SystemExit(f"slicecount refused {refused} increments of the traffic")
@@ -186,12 +211,23 @@ def backfill_prometheus(promtool: str, traffic: Traffic, folder: Path, sizes: Si
     return data
 
 
-def start_prometheus(binary: str, data: Path, logs: Path, stack: contextlib.ExitStack) -> str:
+def start_prometheus(
+    binary: str, data: Path, logs: Path, stack: contextlib.ExitStack, scrape: str = ""
+) -> str:
     """Prometheus on ``data``'s blocks at a free port, checked to be this one (its flags name
-    ``data``); returns its URL."""
+    ``data``); ``scrape``: an app's address it scrapes every 15 s, its series kept without
+    ``job`` and ``instance`` so that they go on from the backfilled ones. Returns its URL."""
     port = free_port()
     config = logs / "prometheus.yml"
-    config.write_text("global:\n  scrape_interval: 15s\nscrape_configs: []\n")
+    jobs = (
+        "[]"
+        if not scrape
+        else (
+            f"\n  - job_name: app\n    static_configs: [{{targets: ['{scrape}']}}]\n"
+            "    metric_relabel_configs: [{action: labeldrop, regex: 'job|instance'}]"
+        )
+    )
+    config.write_text(f"global:\n  scrape_interval: 15s\nscrape_configs: {jobs}\n")
     child = Child("prometheus", [
         binary, f"--config.file={config}", f"--storage.tsdb.path={data}",
         "--storage.tsdb.retention.time=3650d", f"--web.listen-address=127.0.0.1:{port}",
@@ -208,7 +244,7 @@ def start_prometheus(binary: str, data: Path, logs: Path, stack: contextlib.Exit
 
 
 def start_datasource(
-    redis_url: str, now: int, logs: Path, stack: contextlib.ExitStack, layout: str
+    redis_url: str, now: float, logs: Path, stack: contextlib.ExitStack, layout: str
 ) -> str:
     """slicecount's datasource under uvicorn on a socket bound here; returns its URL."""
     sock = listen()
@@ -255,17 +291,19 @@ def percentile(values: list[float], q: float) -> float:
 
 
 def time_refreshes(
-    clients: dict[str, Client], now: int, repeats: int
+    clients: dict[str, Client], now: int | None, repeats: int, kinds: tuple[tuple[str, int], ...]
 ) -> dict[tuple[str, str], Refresh]:
     """Every refresh kind, ``repeats`` times after one warm-up, alternating which server goes
-    first."""
+    first; ``now`` None: live, each refresh ending at the clock's second as Grafana's does."""
     targets = dashboard_targets(DASHBOARD)
     results: dict[tuple[str, str], Refresh] = {}
-    for name, span in REFRESHES:
-        requests = refresh_requests(targets, now, span, SCRAPE_INTERVAL)
+    for name, span in kinds:
+        requests = refresh_requests(targets, now or int(time.time()), span, SCRAPE_INTERVAL)
         for r in range(repeats + 1):
             order = SERVERS if r % 2 == 0 else SERVERS[::-1]
             for server in order:
+                if now is None:
+                    requests = refresh_requests(targets, int(time.time()), span, SCRAPE_INTERVAL)
                 seconds, answers = clients[server].refresh(requests)
                 result = results.setdefault((name, server), Refresh())
                 if r == 0:
@@ -351,6 +389,8 @@ class Run:
     sizes: Sizes
     refreshes: dict[tuple[str, str], Refresh]
     accuracy: dict[str, Accuracy]
+    viewers: dict[str, list[float]] = field(default_factory=dict)
+    live: bool = False
 
 
 def timed(sizes: Sizes, what: str, job: Callable[[], Any]) -> Any:
@@ -394,11 +434,116 @@ def run_size(
         watched.config_set("slowlog-log-slower-than", SLOWLOG_US)
         watched.config_set("slowlog-max-len", 100_000)
         watched.slowlog_reset()
-        refreshes = timed(sizes, "refreshes", lambda: time_refreshes(clients, now, repeats))
+        kinds = REFRESHES + ((WEEK,) if history >= WEEK[1] else ())
+        refreshes = timed(sizes, "refreshes", lambda: time_refreshes(clients, now, repeats, kinds))
         took = [int(entry["duration"]) for entry in watched.slowlog_get(100_000)]
         sizes.longest_read_us = max(took, default=0)
         sizes.reads_over_5ms = sum(1 for us in took if us > 5000)
     return Run(traffic, sizes, refreshes, checked)
+
+
+def watch(client: Client, viewers: int, every: float, seconds: float) -> list[float]:
+    """``viewers`` viewers of the 5-minute dashboard on one server, each refreshing every
+    ``every`` s for ``seconds`` s, their starts spread over the first ``every`` s: the
+    seconds of every refresh (a viewer's next waits for its last to end)."""
+    targets = dashboard_targets(DASHBOARD)
+    took: list[float] = []
+    lock = threading.Lock()
+    end = time.monotonic() + seconds
+
+    def viewer(n: int) -> None:
+        own = Client(client.base)
+        try:
+            time.sleep(n * every / viewers)
+            while time.monotonic() < end:
+                started = time.monotonic()
+                requests = refresh_requests(targets, int(time.time()), 300, SCRAPE_INTERVAL)
+                duration, answers = own.refresh(requests)
+                if any(a.status != 200 for a in answers):
+                    raise SystemExit(f"a viewer's refresh was refused: {answers[0].body[:200]!r}")
+                with lock:
+                    took.append(duration)
+                time.sleep(max(0.0, every - (time.monotonic() - started)))
+        finally:
+            own.close()
+
+    threads = [threading.Thread(target=viewer, args=(n,)) for n in range(viewers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return took
+
+
+def run_live(
+    routes: int, history: int, repeats: int, binaries: tuple[str, str], layout: str,
+    watching: float,
+) -> Run:  # fmt: skip
+    """The store as a deployed app and its sidecar leave it: ``history`` s sealed by the
+    cleaner, then the app counting each second and flushing every second (``live_app.py``),
+    the cleaner daemon passing at its default interval and Prometheus scraping the app,
+    during the whole timing."""
+    prometheus, promtool = binaries
+    sizes = Sizes()
+    traffic = timed(sizes, "traffic", lambda: generate(routes, 0, history + LIVE_SPAN, SEED))
+    first = int(time.time())
+    traffic = traffic.shifted(first + LIVE_SPAN)
+    past = traffic.until(first)
+    with contextlib.ExitStack() as stack:
+        folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-vs-prom-")))
+        server = stack.enter_context(EmbeddedRedis())
+        timed(sizes, "slicecount write", lambda: write_slicecount(server.url, past, sizes, layout))
+        data = timed(sizes, "promtool backfill",
+                     lambda: backfill_prometheus(promtool, past, folder, sizes))  # fmt: skip
+        plan = folder / "live.pickle"
+        plan.write_bytes(pickle.dumps({
+            "redis_url": server.url, "layout": layout, "first": first,
+            "totals": past.totals(), "live": traffic.by_second(first),
+        }))  # fmt: skip
+        sock = listen()
+        exporter = f"127.0.0.1:{sock.getsockname()[1]}"
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), *sys.path])}
+        app = Child("live_app", [sys.executable, str(HERE / "live_app.py"), str(plan),
+                                 str(sock.fileno())], folder, env, sock)  # fmt: skip
+        stack.callback(app.stop)
+        app.wait_ready(f"http://{exporter}/metrics")
+        cleaner = Child("cleaner", [str(Path(sys.executable).parent / "slicecount"), "cleaner",
+                                    "--redis-url", server.url, "--layout", layout],
+                        folder, dict(os.environ))  # fmt: skip
+        stack.callback(cleaner.stop)
+        urls = {
+            "prometheus": start_prometheus(prometheus, data, folder, stack, exporter),
+            "slicecount": start_datasource(server.url, time.time(), folder, stack, layout),
+        }
+        clients = {name: Client(url) for name, url in urls.items()}
+        for client in clients.values():
+            stack.callback(client.close)
+        time.sleep(max(0.0, first + LIVE_WARMUP - time.time()))
+        time.sleep(2 * SCRAPE_INTERVAL)  # Prometheus has scraped the app since it started
+        loaded = clients["prometheus"].json("query", {"query": "count(http_requests_total)"})
+        result = loaded["data"]["result"]
+        sizes.prometheus_series = int(float(result[0]["value"][1])) if result else 0
+        if not sizes.prometheus_series:
+            raise SystemExit("Prometheus holds no http_requests_total series")
+        scraped = clients["prometheus"].json("query", {"query": "up"})["data"]["result"]
+        if not scraped or scraped[0]["value"][1] != "1":
+            raise SystemExit(f"Prometheus does not scrape the live app: {scraped}")
+        watched = redis.Redis.from_url(server.url)
+        stack.callback(watched.close)
+        watched.config_set("slowlog-log-slower-than", SLOWLOG_US)
+        watched.config_set("slowlog-max-len", 100_000)
+        watched.slowlog_reset()
+        kinds = REFRESHES + ((WEEK,) if history >= WEEK[1] else ())
+        refreshes = timed(sizes, "refreshes", lambda: time_refreshes(clients, None, repeats, kinds))
+        took = [int(entry["duration"]) for entry in watched.slowlog_get(100_000)]
+        sizes.longest_read_us = max(took, default=0)
+        sizes.reads_over_5ms = sum(1 for us in took if us > 5000)
+        viewers: dict[str, list[float]] = {}
+        for name in SERVERS if watching else ():
+            started = time.perf_counter()
+            viewers[name] = watch(clients[name], VIEWERS, VIEWER_EVERY, watching)
+            sizes.seconds[f"{VIEWERS} viewers of {name}"] = time.perf_counter() - started
+    return Run(past, sizes, refreshes, {}, viewers, live=True)
 
 
 def ms(values: list[float]) -> tuple[float, float]:
@@ -417,7 +562,11 @@ def report(run: Run, figures: list[Figure]) -> None:
           f"Prometheus {s.prometheus_series} series, {s.samples:,} samples")  # fmt: skip
     print("   took " + ", ".join(f"{k} {v:.1f} s" for k, v in s.seconds.items()))
     print(f"   {'':<34}{'slicecount':>24}{'Prometheus':>24}{'ratio':>14}")
-    for name, _ in REFRESHES:
+    if run.live:
+        print("   live: the app counting each second, the cleaner daemon and Prometheus's "
+              "scrapes running while timed")  # fmt: skip
+    kinds = list(dict.fromkeys(name for name, _ in run.refreshes))
+    for name in kinds:
         sc, prom = run.refreshes[(name, "slicecount")], run.refreshes[(name, "prometheus")]
         (s50, s99), (p50, p99) = ms(sc.seconds), ms(prom.seconds)
         print(
@@ -468,6 +617,20 @@ def report(run: Run, figures: list[Figure]) -> None:
         Figure(f"{key}.bytes.prometheus", f"{t.routes} routes, Prometheus blocks",
                s.prometheus_bytes, "B", "lower"),
     ]  # fmt: skip
+    if run.viewers:
+        (s50, s99), (p50, p99) = ms(run.viewers["slicecount"]), ms(run.viewers["prometheus"])
+        label = f"{VIEWERS} viewers, 5 min, p50 / p99"
+        print(
+            f"   {label:<34}{f'{s50:.0f} / {s99:.0f} ms':>24}"
+            f"{f'{p50:.0f} / {p99:.0f} ms':>24}{f'{s50 / p50:.1f} / {s99 / p99:.1f}x':>14}"
+        )
+        counted = {k: len(v) for k, v in run.viewers.items()}
+        print(f"   {'   refreshes':<34}{counted['slicecount']:>24}{counted['prometheus']:>24}")
+        figures.append(Figure(f"{key}.viewers.ratio.p99", f"{t.routes} routes, {VIEWERS} "
+                              "viewers of the 5-minute dashboard, p99 slicecount / Prometheus",
+                              s99 / p99, "x", "lower"))  # fmt: skip
+    if not run.accuracy:
+        return
     sc_acc, prom_acc = run.accuracy["slicecount"], run.accuracy["prometheus"]
     rows: tuple[tuple[str, Callable[[Accuracy], str]], ...] = (
         ("1 h graph, sum: mean |error|", lambda a: percent(a.total_error)),
@@ -499,6 +662,16 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, help="timed refreshes of each kind (default 20)")
     parser.add_argument("--history", type=int, help=f"seconds of traffic (default {HISTORY})")
     parser.add_argument("--quick", action="store_true", help="10 routes, 1 h, 3 repeats")
+    parser.add_argument(
+        "--live",
+        action="store_true",
+        help="a live store: the app flushing every second, the cleaner daemon "
+        "and Prometheus's scrapes running while timed (default: 40 and 80 "
+        "routes on 2 h, then 10 routes on 7 days)",
+    )
+    parser.add_argument("--watch", type=float, default=60.0,
+                        help=f"live: seconds {VIEWERS} viewers refresh the 5-minute dashboard "
+                        f"every {VIEWER_EVERY:g} s, on each server (0: none)")  # fmt: skip
     parser.add_argument("--layout", choices=("book", "blocks"), default="blocks",
                         help="slicecount's Redis layout (default blocks)")  # fmt: skip
     parser.add_argument("--prometheus", default=shutil.which("prometheus") or "/usr/bin/prometheus")
@@ -517,9 +690,17 @@ def main() -> None:
     print(f"dashboard {DASHBOARD.name}; {repeats} timed refreshes of each kind per server, "
           "alternating; 6 requests at a time")  # fmt: skip
     figures: list[Figure] = []
-    for size in routes:
-        run = run_size(size, history, repeats, (args.prometheus, args.promtool), args.layout)
-        report(run, figures)
+    binaries = (args.prometheus, args.promtool)
+    if args.live:
+        sizes = (
+            [(size, history) for size in routes]
+            if args.routes or args.quick
+            else [(40, HISTORY), (80, HISTORY), (10, WEEK[1])]
+        )
+        for size, span in sizes:
+            report(run_live(size, span, repeats, binaries, args.layout, args.watch), figures)
+    for size in [] if args.live else routes:
+        report(run_size(size, history, repeats, binaries, args.layout), figures)
     if args.json:
         emit("vs_prometheus", figures)
 

@@ -122,6 +122,7 @@ class Client:
     """Keep-alive connections to one server, one per worker thread, as a browser keeps them."""
 
     def __init__(self, base: str) -> None:
+        self.base = base
         parts = urlsplit(base)
         self.host, self.port = parts.hostname or "127.0.0.1", parts.port or 80
         self.local = threading.local()

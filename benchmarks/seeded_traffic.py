@@ -128,14 +128,47 @@ class Traffic:
         rows = self.per_route.values() if route is None else [self.per_route[route]]
         return sum(sum(row[lo:hi]) for row in rows)
 
-    def minutes(self) -> list[tuple[int, dict[str, dict[int, int]]]]:
-        """(minute end, the counts of that minute) in time order: what a writer flushes."""
-        chunks: list[dict[str, dict[int, int]]] = [{} for _ in range(0, self.seconds, 60)]
+    def minutes(self, width: int = 60) -> list[tuple[int, dict[str, dict[int, int]]]]:
+        """(end, the counts of the ``width`` seconds before it) in time order: what a writer
+        flushes, a minute at a time by default."""
+        chunks: list[dict[str, dict[int, int]]] = [{} for _ in range(0, self.seconds, width)]
         for series, seconds in self.counts.items():
             for t, n in seconds.items():
-                chunks[(t - self.start) // 60].setdefault(series, {})[t] = n
-        ends = (min(self.start + 60 * (i + 1), self.end) for i in range(len(chunks)))
+                chunks[(t - self.start) // width].setdefault(series, {})[t] = n
+        ends = (min(self.start + width * (i + 1), self.end) for i in range(len(chunks)))
         return list(zip(ends, chunks, strict=True))
+
+    def shifted(self, end: int) -> Traffic:
+        """The same traffic ending at ``end`` (the generator's draws do not depend on the
+        clock, so this is what ``generate`` gives for that end)."""
+        by = end - self.end
+        counts = {s: {t + by: n for t, n in seconds.items()} for s, seconds in self.counts.items()}
+        return Traffic(self.routes, end, self.seconds, counts, self.per_route, self.events)
+
+    def until(self, at: int) -> Traffic:
+        """What was served before ``at``: the history of a store that goes on live from it."""
+        counts = {}
+        for series, seconds in self.counts.items():
+            kept = {t: n for t, n in seconds.items() if t < at}
+            if kept:
+                counts[series] = kept
+        cut = at - self.start
+        per_route = {route: row[:cut] for route, row in self.per_route.items()}
+        events = sum(sum(row) for row in per_route.values())
+        return Traffic(self.routes, at, cut, counts, per_route, events)
+
+    def by_second(self, since: int) -> dict[int, list[tuple[str, int]]]:
+        """The (series id, n) counted in each second from ``since`` on: what a live app adds."""
+        out: dict[int, list[tuple[str, int]]] = {}
+        for series, seconds in self.counts.items():
+            for t, n in seconds.items():
+                if t >= since:
+                    out.setdefault(t, []).append((series, n))
+        return out
+
+    def totals(self) -> dict[str, int]:
+        """Every series' count over the whole traffic."""
+        return {series: sum(seconds.values()) for series, seconds in self.counts.items()}
 
 
 def generate(routes: int, end: int, seconds: int, seed: int) -> Traffic:
@@ -224,8 +257,9 @@ def openmetrics(traffic: Traffic, scrapes: list[int]) -> Iterator[str]:
     yield "# TYPE http_requests counter\n# HELP http_requests Requests handled.\n"
     for series, totals in requests.items():
         labels = {k: str(v) for k, v in parse_series(series)[1].items()}
-        first = next(i for i, total in enumerate(totals) if total)
-        yield from _series_lines("http_requests_total", labels, totals, scrapes, first)
+        first = next((i for i, total in enumerate(totals) if total), None)
+        if first is not None:  # a series first requested after the last scrape is not yet
+            yield from _series_lines("http_requests_total", labels, totals, scrapes, first)
     yield "# TYPE http_request_duration_seconds histogram\n"
     yield "# HELP http_request_duration_seconds Request duration.\n"
     les = RequestMapping(series_id).duration.les
@@ -238,7 +272,9 @@ def openmetrics(traffic: Traffic, scrapes: list[int]) -> Iterator[str]:
             running = [a + b for a, b in zip(running, by_le.get(le, zero), strict=True)]
             cumulative.append((le, running))
         count = cumulative[-1][1]
-        first = next(i for i, total in enumerate(count) if total)
+        first = next((i for i, total in enumerate(count) if total), None)
+        if first is None:
+            continue
         for le, totals in cumulative:
             yield from _series_lines("http_request_duration_seconds_bucket",
                                      {**labels, "le": le}, totals, scrapes, first)  # fmt: skip
@@ -248,3 +284,35 @@ def openmetrics(traffic: Traffic, scrapes: list[int]) -> Iterator[str]:
         yield from _series_lines("http_request_duration_seconds_count", labels, count,
                                  scrapes, first)  # fmt: skip
     yield "# EOF\n"
+
+
+def exposition(totals: dict[str, int]) -> str:
+    """What a client library's ``/metrics`` shows for these totals (the text format, no
+    timestamps: the scrape dates them): the same families and labels as ``openmetrics``."""
+    lines = ["# TYPE http_requests_total counter"]
+    buckets: dict[tuple[str, str], dict[str, int]] = {}
+    sums: dict[tuple[str, str], int] = {}
+    for series, total in totals.items():
+        name, labels = parse_series(series)
+        text = {k: str(v) for k, v in labels.items()}
+        if name == REQUESTS_METRIC:
+            lines.append(f"http_requests_total{_labels(text)} {total}")
+        elif name == f"{DURATION_METRIC}.bucket":
+            buckets.setdefault((text["method"], text["route"]), {})[text["le"]] = total
+        elif name == f"{DURATION_METRIC}.sum_us":
+            sums[(text["method"], text["route"])] = total
+    lines.append("# TYPE http_request_duration_seconds histogram")
+    les = RequestMapping(series_id).duration.les
+    for (method, route), by_le in buckets.items():
+        labels = {"method": method, "route": route}
+        running = 0
+        for le in les:
+            running += by_le.get(le, 0)
+            bucket = _labels({**labels, "le": le})
+            lines.append(f"http_request_duration_seconds_bucket{bucket} {running}")
+        head = _labels(labels)
+        lines.append(
+            f"http_request_duration_seconds_sum{head} {sums.get((method, route), 0) / 1e6}"
+        )
+        lines.append(f"http_request_duration_seconds_count{head} {running}")
+    return "\n".join(lines) + "\n"
