@@ -296,3 +296,46 @@ def test_an_unchanged_discovery_answer_is_the_same_object(data: Settings, store:
             return again is first, changed is first, len(changed) - len(first)
 
     assert asyncio.run(scenario()) == (True, False, 1)
+
+
+class HeldStore(CountingStore):
+    """Its series listings wait for ``release``: loads under way that a test can cancel."""
+
+    def __init__(self, settings: Settings) -> None:
+        super().__init__(settings)
+        self.release = asyncio.Event()
+
+    async def series(self, name: str, precision: int) -> list[str]:
+        await self.release.wait()
+        return await super().series(name, precision)
+
+
+def test_the_panels_of_a_refresh_share_one_discovery_load(data: Settings) -> None:
+    """Grafana sends a refresh's panels at once: every one that finds the discovery cache
+    expired waits for the one load under way instead of listing the registry itself; a load
+    whose request went away leaves the others to load it again."""
+
+    async def scenario() -> tuple[int, int, bool, int, int]:
+        async with HeldStore(data) as held:
+            reader = Reader(held, Limits(), clock=lambda: NOW, ttl=60)
+            panels = [
+                asyncio.ensure_future(reader.series_of("http.requests", 60)) for _ in range(6)
+            ]
+            await asyncio.sleep(0.05)
+            held.release.set()
+            answers = await asyncio.gather(*panels)
+            loads = held.kinds().count("series")
+            held.release.clear()
+            first = asyncio.ensure_future(reader.series_of("db.queries", 60))
+            second = asyncio.ensure_future(reader.series_of("db.queries", 60))
+            await asyncio.sleep(0.05)  # both wait: the first loads, the second waits for it
+            first.cancel()
+            await asyncio.sleep(0.05)
+            held.release.set()
+            found = await second
+            again = held.kinds().count("series") - loads
+            return loads, len({id(a) for a in answers}), first.cancelled(), len(found), again
+
+    loads, distinct, cancelled, found, again = asyncio.run(scenario())
+    assert (loads, distinct, cancelled, again) == (1, 1, True, 1)
+    assert found > 0

@@ -55,6 +55,7 @@ class Reader:
         self.ttl = ttl
         self.heavy = Turns(limits.heavy_requests)
         self._cache: dict[Any, tuple[float, Any]] = {}
+        self._loading: dict[Any, asyncio.Future[Any]] = {}
         self._parsed: dict[str, SeriesInfo] = {}
         self._shared = SharedReads[Read](2 * limits.max_request_points)
 
@@ -79,6 +80,35 @@ class Reader:
         if hit is not None and now - hit[0] < self.ttl:
             value: T = hit[1]
             return value
+        loop = asyncio.get_running_loop()
+        pending = self._loading.get(key)
+        if pending is not None and pending.get_loop() is loop:
+            # the panels of a refresh arrive together: one load answers them all (each
+            # loaded the whole registry before, six at once)
+            await asyncio.wait([pending])
+            if not pending.cancelled():
+                shared: T = pending.result()
+                return shared
+            return await self._cached(key, load)  # its request went away: load it here
+        future: asyncio.Future[T] = loop.create_future()
+        self._loading[key] = future
+        try:
+            value = await self._loaded(key, load, now)
+        except asyncio.CancelledError:
+            future.cancel()
+            raise
+        except BaseException as exc:
+            future.set_exception(exc)
+            future.exception()  # retrieved: a load no other request awaited is not an error
+            raise
+        else:
+            future.set_result(value)
+        finally:
+            if self._loading.get(key) is future:
+                del self._loading[key]
+        return value
+
+    async def _loaded(self, key: Any, load: Callable[[], Awaitable[T]], now: float) -> T:
         value = await load()
         latest = self._cache.get(key)  # another request's load may have ended meanwhile
         if latest is not None and latest[1] == value:
