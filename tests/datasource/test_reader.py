@@ -316,7 +316,8 @@ def test_the_panels_of_a_refresh_share_one_discovery_load(data: Settings) -> Non
     whose request went away leaves the others to load it again."""
 
     async def scenario() -> tuple[int, int, bool, int, int]:
-        async with HeldStore(data) as held:
+        held = HeldStore(data)
+        async with held:
             reader = Reader(held, Limits(), clock=lambda: NOW, ttl=60)
             panels = [
                 asyncio.ensure_future(reader.series_of("http.requests", 60)) for _ in range(6)
