@@ -164,6 +164,27 @@ def test_a_foreign_value_under_a_block_key_reads_as_no_block(
     assert store.get("a", 1) == [(T0, 3)]
 
 
+def test_open_fields_that_are_not_plain_integers_are_left_out_by_both_readers(
+    store: Store, redis_client: redis.Redis
+) -> None:
+    """The script joins an open hash's strings as they are when they are plain integers, and
+    keeps the integers one by one otherwise: a foreign field, a fraction, a number past 64
+    bits; a negative count (a correction) is an integer and counts."""
+    store.apply({"a": {T0: 3, T0 + 1: 1}, "b": {T0: 4}, "c": {T0 + 2: 5}})
+    opened = store.keys.open
+    redis_client.hset(opened("a"), mapping={"note": "x", str(T0 + 3): "2.5", "7" * 25: "1"})
+    redis_client.hset(opened("b"), str(T0 + 4), "-1")
+    ids = ["a", "b", "c"]
+    assert store.read(ids, 5, T0, T0) == {"a": [4], "b": [3], "c": [5]}
+    stored = store.read_stored(ids, 1, T0, T0 + 5)
+    assert {s: dict(found.open) for s, found in stored.each().items()} == {
+        "a": {T0: 3, T0 + 1: 1}, "b": {T0: 4, T0 + 4: -1}, "c": {T0 + 2: 5},
+    }  # fmt: skip
+    assert slices_matrix(stored, 1, T0, T0 + 5).tolist() == [
+        [3, 1, 0, 0, 0], [4, 0, 0, 0, -1], [0, 0, 5, 0, 0],
+    ]  # fmt: skip
+
+
 def test_the_read_script_finds_what_the_codec_finds_in_long_blocks_of_many_series(
     store: Store, redis_client: redis.Redis
 ) -> None:
@@ -201,7 +222,14 @@ def test_the_read_script_finds_what_the_codec_finds_in_long_blocks_of_many_serie
             want = blocks.span(held.get(series_id, b""), precision, start, end)
             got = stored[series_id]
             assert got[:3] == (want.start, list(want.lengths), want.frames)
-            assert got.open == ({NOW - 5: 2} if start <= NOW - 5 < end else {})
+            assert got.open == {NOW - 5: 2}  # every open field: readers keep their range's
+            if series_id not in ids[:8]:
+                continue  # (the counts of a few: a read each)
+            counts = store.read([series_id], precision, start, end - precision)[series_id]
+            want_counts = blocks.slices_in(want, precision, start, end)
+            if start <= NOW - 5 < end:
+                want_counts[(NOW - 5 - (NOW - 5) % precision - start) // precision] += 2
+            assert counts == [n or None for n in want_counts]
 
 
 def test_a_range_read_is_one_atomic_round_trip_whenever_the_cleaner_runs(

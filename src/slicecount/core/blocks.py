@@ -190,8 +190,8 @@ def _check(prefix: bytes) -> int:
 class Stored(NamedTuple):
     """What a read found of one series at one precision: the bytes of the frames its range
     overlaps (``lengths``: each one's, the first starting at second ``start``) and its open
-    slices in the range (second -> n). ``slices_in`` (here) or the datasource's numpy
-    ``slices_matrix`` turns it into counts."""
+    fields (second -> n: a reader keeps those whose slice is in its range). ``slices_in``
+    (here) or the datasource's numpy ``slices_matrix`` turns it into counts."""
 
     start: int
     lengths: Sequence[int]

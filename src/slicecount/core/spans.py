@@ -4,8 +4,9 @@ A dashboard's read names thousands of series; a reply of four items a series (ne
 arrays, a list of lengths, a list of open pairs) cost more to parse in Python than Redis took
 to make it. The script packs each call's answer into four strings instead: per series its
 first frame's start, how many frames and open pairs it has (``META``); every frame's byte
-length (``LENGTH``); the frames' bytes end to end; the open (second, count) pairs (``PAIR``),
-all little-endian. The datasource reads them as arrays (``reads/decoding.py``); ``each``
+length (``LENGTH``); the frames' bytes end to end (all little-endian); the open (second,
+count) pairs as decimal text, space-separated (the hash's own strings joined, which is what
+a script does fastest). The datasource reads them as arrays (``reads/decoding.py``); ``each``
 unpacks them into one ``Stored`` a series for Python. Pure.
 """
 
@@ -20,7 +21,6 @@ from slicecount.core.blocks import Stored
 META = struct.Struct("<qii")
 """Per series: the start (second) of its first frame returned, its frames, its open pairs."""
 LENGTH = struct.Struct("<i")
-PAIR = struct.Struct("<qq")
 
 
 @dataclass(frozen=True)
@@ -37,8 +37,8 @@ class Spans:
     def joined(cls, ids: list[str], replies: Iterable[Sequence[bytes]]) -> Spans:
         """The packed replies of several script calls (their series ``ids``, end to end)."""
         columns = list(zip(*replies, strict=True)) or [()] * 4  # no call: no series
-        meta, lengths, frames, opened = (b"".join(parts) for parts in columns)
-        return cls(ids, meta, lengths, frames, opened)
+        meta, lengths, frames = (b"".join(parts) for parts in columns[:3])
+        return cls(ids, meta, lengths, frames, b" ".join(p for p in columns[3] if p))
 
     @classmethod
     def of(cls, found: Mapping[str, Stored]) -> Spans:
@@ -48,13 +48,15 @@ class Spans:
             meta.append(META.pack(one.start, len(one.lengths), len(one.open)))
             lengths += [LENGTH.pack(n) for n in one.lengths]
             frames.append(one.frames)
-            opened += [PAIR.pack(s, n) for s, n in one.open.items()]
-        return cls(list(found), *(b"".join(part) for part in (meta, lengths, frames, opened)))
+            opened += [f"{s} {n}".encode() for s, n in one.open.items()]
+        joined = b"".join
+        return cls(list(found), joined(meta), joined(lengths), joined(frames), b" ".join(opened))
 
     def each(self) -> dict[str, Stored]:
         """One ``Stored`` a series."""
         lengths = [n for (n,) in LENGTH.iter_unpack(self.lengths)]
-        pairs = list(PAIR.iter_unpack(self.opened))
+        numbers = [int(n) for n in self.opened.split()]
+        pairs = list(zip(numbers[::2], numbers[1::2], strict=True))
         out: dict[str, Stored] = {}
         frame, pair, at = 0, 0, 0
         for series_id, (start, frames, opened) in zip(

@@ -144,10 +144,22 @@ def slices_matrix(stored: Spans, precision: int, start: int, end: int, group: in
             columns = place_of[picked] * width + cut_lo // group - skip
             out[row_of[picked, None], columns[:, None] + np.arange(values.shape[1])] = values
     if stored.opened:
-        pairs = np.frombuffer(stored.opened, dtype="<i8").reshape(-1, 2)
+        pairs = open_pairs(stored.opened, int(meta["open"].sum()))
         at_row = np.repeat(np.arange(series), meta["open"].astype(np.int64))
         seconds, counts = pairs[:, 0], pairs[:, 1]
         columns = (seconds - seconds % wide - start) // wide
         inside = (columns >= 0) & (columns < slices)
         np.add.at(out, (at_row[inside], columns[inside]), counts[inside])
     return out
+
+
+def open_pairs(text: bytes, pairs: int) -> Matrix:
+    """The open (second, count) pairs of a read, parsed from their text at once."""
+    try:
+        numbers = np.fromstring(text, dtype=np.int64, sep=" ")
+    except ValueError:  # (numpy warns before it raises): anything but integers
+        numbers = np.zeros(0, dtype=np.int64)
+    if len(numbers) != 2 * pairs:
+        raise BlockError(f"open fields that are not {pairs} pairs of integers")
+    found: Matrix = numbers.reshape(-1, 2)
+    return found
