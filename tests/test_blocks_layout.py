@@ -225,11 +225,11 @@ def test_the_read_script_finds_what_the_codec_finds_in_long_blocks_of_many_serie
             assert got.open == {NOW - 5: 2}  # every open field: readers keep their range's
             if series_id not in ids[:8]:
                 continue  # (the counts of a few: a read each)
-            counts = store.read([series_id], precision, start, end - precision)[series_id]
+            read_counts = store.read([series_id], precision, start, end - precision)[series_id]
             want_counts = blocks.slices_in(want, precision, start, end)
             if start <= NOW - 5 < end:
                 want_counts[(NOW - 5 - (NOW - 5) % precision - start) // precision] += 2
-            assert counts == [n or None for n in want_counts]
+            assert read_counts == [n or None for n in want_counts]
 
 
 def test_a_range_read_is_one_atomic_round_trip_whenever_the_cleaner_runs(
