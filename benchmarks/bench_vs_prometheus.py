@@ -477,7 +477,7 @@ def watch(client: Client, viewers: int, every: float, seconds: float) -> list[fl
 
 def run_live(
     routes: int, history: int, repeats: int, binaries: tuple[str, str], layout: str,
-    watching: float,
+    watching: float, warmup: float = LIVE_WARMUP,
 ) -> Run:  # fmt: skip
     """The store as a deployed app and its sidecar leave it: ``history`` s sealed by the
     cleaner, then the app counting each second and flushing every second (``live_app.py``),
@@ -518,7 +518,7 @@ def run_live(
         clients = {name: Client(url) for name, url in urls.items()}
         for client in clients.values():
             stack.callback(client.close)
-        time.sleep(max(0.0, first + LIVE_WARMUP - time.time()))
+        time.sleep(max(0.0, first + warmup - time.time()))
         time.sleep(2 * SCRAPE_INTERVAL)  # Prometheus has scraped the app since it started
         loaded = clients["prometheus"].json("query", {"query": "count(http_requests_total)"})
         result = loaded["data"]["result"]
@@ -669,6 +669,12 @@ def main() -> None:
         "and Prometheus's scrapes running while timed (default: 40 and 80 "
         "routes on 2 h, then 10 routes on 7 days)",
     )
+    parser.add_argument(
+        "--warmup",
+        type=float,
+        default=LIVE_WARMUP,
+        help="live: seconds the live store runs before the timing starts",
+    )
     parser.add_argument("--watch", type=float, default=60.0,
                         help=f"live: seconds {VIEWERS} viewers refresh the 5-minute dashboard "
                         f"every {VIEWER_EVERY:g} s, on each server (0: none)")  # fmt: skip
@@ -698,7 +704,8 @@ def main() -> None:
             else [(40, HISTORY), (80, HISTORY), (10, WEEK[1])]
         )
         for size, span in sizes:
-            report(run_live(size, span, repeats, binaries, args.layout, args.watch), figures)
+            run = run_live(size, span, repeats, binaries, args.layout, args.watch, args.warmup)
+            report(run, figures)
     for size in [] if args.live else routes:
         report(run_size(size, history, repeats, binaries, args.layout), figures)
     if args.json:

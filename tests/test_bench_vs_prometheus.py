@@ -46,3 +46,23 @@ def test_quick_run_measures_both_servers(layout: str) -> None:
     # counts: slicecount's points on minute boundaries (a 60 s slice each) are exact.
     assert figures["r5.series_now.prometheus"] == figures["r5.series_true"] > 0
     assert figures["r5.exact.slicecount"] >= 60
+
+
+def test_a_live_run_times_both_servers_while_the_app_and_the_cleaner_run() -> None:
+    """``--live`` on a tiny app: the live app counts and exposes each second, the cleaner
+    daemon runs, Prometheus scrapes the app (the run stops when it does not), and every
+    refresh and the viewers are timed on both servers."""
+    done = subprocess.run(
+        [sys.executable, str(BENCH), "--live", "--quick", "--routes", "5", "--history", "900",
+         "--repeats", "2", "--warmup", "5", "--watch", "6", "--json"],
+        capture_output=True, text=True, timeout=240, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    line = next(line for line in done.stdout.splitlines() if line.startswith(MARK))
+    figures = {f["key"]: f["value"] for f in json.loads(line[len(MARK) :])["figures"]}
+    for refresh in ("5minutes", "1hour", "24hours"):
+        for server in ("slicecount", "prometheus"):
+            assert figures[f"r5.{refresh}.{server}.p99"] > 0, (refresh, server)
+        assert figures[f"r5.{refresh}.slicecount.refused"] == 0
+    assert figures["r5.viewers.ratio.p99"] > 0
+    assert figures["r5.bytes.slicecount"] > 0 and figures["r5.bytes.prometheus"] > 0
