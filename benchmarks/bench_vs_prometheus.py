@@ -5,7 +5,8 @@ accuracy against the truth (the baseline of issue 24).
     python benchmarks/bench_vs_prometheus.py --live [--watch 60]
 
 ``--live`` measures the store as a deployed app leaves it: the history is written and sealed
-as below, then the app goes on serving the same seeded traffic at real time
+as below, then (from when it starts: the minutes the history took to write are a gap without
+requests on both servers) the app goes on serving the same seeded traffic at real time
 (``live_app.py``: each second's requests counted through a Recorder flushing every second, its
 totals exposed on ``/metrics``), a real ``slicecount cleaner`` daemon passes at its default
 interval, and Prometheus scrapes the app every 15 s on top of its backfilled blocks (so its
