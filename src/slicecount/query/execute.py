@@ -107,7 +107,7 @@ async def _run(
         counts: Mapping[tuple[int, int, int, int], Read], distinct_counts: list[list[int]]
     ) -> bytes:
         answers = []
-        budget = source.limits.max_computed_points
+        budget = limits.max_computed_points
         answered = 0  # points the answers carry, charged before any is encoded
         converted: dict[object, Rows] = {}  # targets alike (a panel's quantiles) share theirs
         for plan, counted in zip(plans, distinct_counts, strict=True):
@@ -132,15 +132,15 @@ async def _run(
             budget -= evaluator.computed
             if collapsed:  # what was computed per reading is answered at every time
                 series = len(result) if result and isinstance(result[0], Series) else 1
-                budget -= check_answered(series, len(grid.times), budget, source.limits)
+                budget -= check_answered(series, len(grid.times), budget, limits)
                 result = expand(result, collapsed[1])
             answered += check_encoded(
-                plan.query.label, _labels(result), len(plan.query.times), answered, source.limits
+                plan.query.label, _labels(result), len(plan.query.times), answered, limits
             )
             answers.append(Answer(result, grid, plan.choice.infos, _stored(plan, catalogue)))
         return finish(answers, catalogue.warnings)
 
-    if work <= source.limits.max_inline_points:
+    if work <= limits.max_inline_points:
         return compute(*await _read(source, plans, alongside, arrived))
     async with source.heavy():
         counts, distinct_counts = await _read(source, plans, alongside, arrived)
