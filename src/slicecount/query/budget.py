@@ -7,11 +7,11 @@ the points its answer carries, checked before anything is encoded. Each breach i
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Protocol
 
 from slicecount.config.request_limits import Limits
 from slicecount.errors import LimitExceeded
 from slicecount.promql.values import EvaluationError
+from slicecount.query.planning import Plan
 
 POINT_BYTES = 20
 """Bytes of JSON a point of an answer takes (``[12,1800000000000],``): what a series' labels
@@ -24,25 +24,7 @@ frames, decoded in bulk) at 0.07 to 0.18 us a point (1 211 series of 2 hours of 
 10 090 slices of 60 s in 0.83 s, 8.9 s as hash fields)."""
 
 
-class Reading(Protocol):
-    """A planned query as the read budget sees it (``planning.Plan``)."""
-
-    @property
-    def label(self) -> str: ...
-    @property
-    def series(self) -> int: ...
-    @property
-    def points(self) -> int: ...
-    @property
-    def precision(self) -> int: ...
-    @property
-    def union_keys(self) -> int: ...
-    @property
-    def read(self) -> int: ...
-    def charged(self, per_field: int) -> int: ...
-
-
-def check_reads(plans: Sequence[Reading], limits: Limits, layout: str) -> None:
+def check_reads(plans: Sequence[Plan], limits: Limits, layout: str) -> None:
     """LimitExceeded when a query reads too many series, or the request too many points."""
     for plan in plans:
         if plan.series > limits.max_series:
@@ -56,7 +38,7 @@ def check_reads(plans: Sequence[Reading], limits: Limits, layout: str) -> None:
         return
     total = sum(plan.read for plan in plans)
     biggest = max(plans, key=lambda plan: plan.read)
-    keys = biggest.union_keys
+    keys = biggest.unions.keys
     unique = f", {keys:,} slices of unique series" if keys else ""
     scaled = (
         f" ({limits.max_request_points * per_field:,} points in the {layout} layout, "
@@ -66,8 +48,8 @@ def check_reads(plans: Sequence[Reading], limits: Limits, layout: str) -> None:
     )
     raise LimitExceeded(
         f"the query reads {total:,} points (series x points per series, summed over its "
-        f"targets; target {biggest.label!r}: {biggest.series:,} series x {biggest.points:,} "
-        f"points at precision {biggest.precision} s{unique}), more than the work budget "
+        f"targets; target {biggest.query.label!r}: {biggest.series:,} series x {biggest.points:,} "
+        f"points at precision {biggest.choice.precision} s{unique}), more than the work budget "
         f"max_request_points = {limits.max_request_points:,}{scaled}: shorten the range, "
         "pick a coarser precision or match fewer series"
     )

@@ -27,7 +27,7 @@ from slicecount.query.catalogue import Catalogue
 from slicecount.query.distinct_times import collapse, expand
 from slicecount.query.planning import Plan, Query
 from slicecount.query.precision import needs
-from slicecount.query.source import Source
+from slicecount.query.queryable import Queryable
 from slicecount.query.tables import Rows, Tables, rows
 from slicecount.reads.chunks import Read
 from slicecount.reads.listing import SeriesInfo
@@ -58,7 +58,7 @@ Finish = Callable[[list[Answer], tuple[str, ...]], bytes]
 
 
 async def run(
-    source: Source,
+    queryable: Queryable,
     queries: Sequence[Query],
     names: Listing,
     finish: Finish,
@@ -66,12 +66,12 @@ async def run(
 ) -> bytes:
     """Plan, discover, check, read, evaluate and encode ``queries``, in order; ``alongside``
     (a simPod request's annotations) runs with the reads, once the request is checked."""
-    with source.request() as arrived:
-        return await _run(source, queries, names, finish, alongside, arrived)
+    with queryable.request() as arrived:
+        return await _run(queryable, queries, names, finish, alongside, arrived)
 
 
 async def _run(
-    source: Source,
+    queryable: Queryable,
     queries: Sequence[Query],
     names: Listing,
     finish: Finish,
@@ -82,18 +82,25 @@ async def _run(
     counters: Sequence[SeriesInfo] = ()
     distinct: Sequence[SeriesInfo] = ()
     if any(wanted):
-        counters, distinct = await source.listings()
+        counters, distinct = await queryable.listings()
     catalogue = (
         remembered(names, [counters, distinct], lambda: names(counters, distinct))
         if any(wanted)
         else Catalogue({}, ())
     )
-    settings, limits = source.settings, source.limits
+    settings, limits = queryable.settings, queryable.limits
     drafts = planning.drafts(
-        queries, wanted, catalogue, counters, distinct, settings, source.clock(), limits.max_points
+        queries,
+        wanted,
+        catalogue,
+        counters,
+        distinct,
+        settings,
+        queryable.clock(),
+        limits.max_points,
     )
     keys = planning.series_wanted(drafts, catalogue)
-    found = dict(zip(keys, await source.series_of_each(keys), strict=True))
+    found = dict(zip(keys, await queryable.series_of_each(keys), strict=True))
     plans = planning.plans(drafts, catalogue, found)
     check_reads(plans, limits, settings.layout)  # nothing is read past the budget
     work = sum(
@@ -120,7 +127,7 @@ async def _run(
             collapsed = None if plan.unions.lines else collapse(grid, plan.query.node)
             on = collapsed[0] if collapsed else grid
             ready: dict[Node, Sequence[Series]] = dict(plan.unions.ready(counted))
-            shared = None if plan.unions.lines else source.shared_results(read)
+            shared = None if plan.unions.lines else queryable.shared_results(read)
             if shared is not None:  # aggregations other requests of the read compute too
                 given, computed = subtrees.ready(
                     plan.query.node, on, data, budget, shared, plan.found
@@ -141,9 +148,9 @@ async def _run(
         return finish(answers, catalogue.warnings)
 
     if work <= limits.max_inline_points:
-        return compute(*await _read(source, plans, alongside, arrived))
-    async with source.heavy():
-        counts, distinct_counts = await _read(source, plans, alongside, arrived)
+        return compute(*await _read(queryable, plans, alongside, arrived))
+    async with queryable.heavy():
+        counts, distinct_counts = await _read(queryable, plans, alongside, arrived)
         return await anyio.to_thread.run_sync(lambda: compute(counts, distinct_counts))
 
 
@@ -163,7 +170,7 @@ def _read_key(plan: Plan) -> tuple[int, int, int, int]:
 
 
 async def _read(
-    source: Source,
+    queryable: Queryable,
     plans: Sequence[Plan],
     alongside: Callable[[], Awaitable[None]] | None,
     arrived: float,
@@ -176,13 +183,13 @@ async def _read(
         groups.setdefault(_read_key(plan), {}).update(dict.fromkeys(plan.ids))
     reads = {
         key: asyncio.ensure_future(
-            source.read_slices(list(ids), key[0], key[1], key[2] - key[0], arrived, key[3])
+            queryable.read_slices(list(ids), key[0], key[1], key[2] - key[0], arrived, key[3])
         )
         for key, ids in groups.items()
         if ids
     }
     counted = {
-        i: asyncio.ensure_future(source.count_unions(plan.choice.precision, plan.unions.groups))
+        i: asyncio.ensure_future(queryable.count_unions(plan.choice.precision, plan.unions.groups))
         for i, plan in enumerate(plans)
         if plan.unions.groups
     }

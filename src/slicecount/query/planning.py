@@ -59,21 +59,9 @@ class Plan:
         return self.slices
 
     @property
-    def label(self) -> str:
-        return self.query.label
-
-    @property
     def series(self) -> int:
         """The stored series it reads: counters and unique ones."""
         return len(self.ids) + self.unions.series
-
-    @property
-    def precision(self) -> int:
-        return self.choice.precision
-
-    @property
-    def union_keys(self) -> int:
-        return self.unions.keys
 
     @property
     def read(self) -> int:

@@ -1,7 +1,8 @@
 """What the query loop asks of the storage, and nothing more: the loop (``planning``,
 ``execute``) is written against this, as Prometheus's engine is against
 ``storage.Queryable``, so it runs on the datasource's Reader (``reads/reader.py``) or on any
-other source a test gives it, with no HTTP server and no Redis. Pure."""
+other storage a test gives it, with no HTTP server and no Redis. Pure. (Not
+``recording/source.py``: where a shell's counts go.)"""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from slicecount.reads.chunks import Read
 from slicecount.reads.listing import SeriesInfo
 
 
-class Source(Protocol):
+class Queryable(Protocol):
     """The series and slices a query reads, and how requests share the work."""
 
     @property
