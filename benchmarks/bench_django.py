@@ -15,9 +15,7 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import time
-from collections.abc import Callable, Iterable
-from typing import Any
+from collections.abc import Callable
 
 import django
 from django.conf import settings
@@ -30,6 +28,7 @@ from werkzeug.test import EnvironBuilder
 from figures import Figure, emit, json_flag  # beside this file (python puts it on sys.path)
 from slicecount import Recorder, Store, parse_series
 from slicecount.embedded import EmbeddedRedis
+from wsgi_requests import time_wsgi
 
 OURS = "slicecount.middleware.django.SliceCountMiddleware"
 THEIRS = (
@@ -69,25 +68,8 @@ def handlers(recorder: Recorder) -> dict[str, WSGIHandler]:
     return built
 
 
-def time_wsgi(
-    app: Callable[..., Iterable[bytes]], requests: int, after: Callable[[], object] | None
-) -> float:
-    environ = EnvironBuilder(path="/users/7/").get_environ()
-
-    def start_response(status: str, headers: Any, exc_info: Any = None) -> Any:
-        return None
-
-    started = time.perf_counter()
-    for _ in range(requests):
-        body = app(dict(environ), start_response)
-        for _chunk in body:
-            pass
-        close = getattr(body, "close", None)
-        if close is not None:
-            close()
-    if after is not None:
-        after()
-    return (time.perf_counter() - started) / requests * 1e6
+ENVIRON = EnvironBuilder(path="/users/7/").get_environ()
+"""The request every variant serves: the trivial view."""
 
 
 def main() -> None:
@@ -109,7 +91,7 @@ def main() -> None:
         for _ in range(args.rounds):
             for name, app in apps.items():
                 after = recorder.flush if name == "slicecount" else None
-                timings[name].append(time_wsgi(app, args.requests, after))
+                timings[name].append(time_wsgi(app, ENVIRON, args.requests, after=after))
         recorder.close()
         sent = args.requests * args.rounds
         landed = sum(

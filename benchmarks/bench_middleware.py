@@ -43,6 +43,7 @@ from slicecount import AsyncStore, Recorder, Store, parse_series
 from slicecount.embedded import EmbeddedRedis
 from slicecount.middleware.flask import SliceCount
 from slicecount.middleware.starlette import SliceCountMiddleware
+from wsgi_requests import time_wsgi
 
 WSGIApp = Callable[[dict[str, Any], Any], Iterable[bytes]]
 ASGIApp = Callable[..., Any]
@@ -73,23 +74,8 @@ class NaiveWSGI:
         return body
 
 
-def time_wsgi(app: WSGIApp, requests: int, after: Callable[[], object] | None = None) -> float:
-    environ = EnvironBuilder(path="/users/7").get_environ()
-
-    def start_response(status: str, headers: Any, exc_info: Any = None) -> Any:
-        return None
-
-    started = time.perf_counter()
-    for _ in range(requests):
-        body = app(dict(environ), start_response)
-        for _chunk in body:
-            pass
-        close = getattr(body, "close", None)
-        if close is not None:
-            close()
-    if after is not None:
-        after()
-    return (time.perf_counter() - started) / requests * 1e6
+USERS_ENVIRON = EnvironBuilder(path="/users/7").get_environ()
+"""The request every WSGI variant serves."""
 
 
 def flask_variants(store: Store, recorder: Recorder) -> dict[str, WSGIApp]:
@@ -369,7 +355,7 @@ def main() -> None:
                 count = args.naive_requests if name == "naive" else args.requests
                 # slicecount's own flush (the Redis write) is inside the timed region
                 after = recorder.flush if name == "slicecount" else None
-                timings[name].append(time_wsgi(app, count, after))
+                timings[name].append(time_wsgi(app, USERS_ENVIRON, count, after=after))
                 sent += count if name == "slicecount" else 0
         figures = report("Flask", "prometheus_flask_exporter", timings)
 

@@ -66,6 +66,7 @@ from slicecount import Limiter, Recorder, Settings, Store, Throttle
 from slicecount.embedded import EmbeddedRedis
 from slicecount.middleware.flask import SliceCount
 from slicecount.middleware.starlette import SliceCountMiddleware
+from wsgi_requests import time_wsgi
 
 LIMIT = "1000000/minute"
 ROUTE = "/r"
@@ -152,7 +153,7 @@ def flask_variants(made: Limiters, recorder: Recorder, url: str) -> list[Variant
     return variants
 
 
-def time_wsgi(app: WSGIApp, requests: int) -> float:
+def time_wsgi_checked(app: WSGIApp, requests: int) -> float:
     environ = EnvironBuilder(path=ROUTE).get_environ()
     environ["REMOTE_ADDR"] = "127.0.0.1"  # what a server sets (the throttles' key)
     refused: list[str] = []
@@ -161,22 +162,14 @@ def time_wsgi(app: WSGIApp, requests: int) -> float:
         if not status.startswith("200"):
             refused.append(status)
 
-    started = time.perf_counter()
-    for _ in range(requests):
-        body = app(dict(environ), start_response)
-        for _chunk in body:
-            pass
-        close = getattr(body, "close", None)
-        if close is not None:
-            close()
-    spent = time.perf_counter() - started
+    spent = time_wsgi(app, environ, requests, start_response)
     if refused:
         raise SystemExit(f"{app!r} answered {refused[0]} (and {len(refused) - 1} more)")
-    return spent / requests * 1e6
+    return spent
 
 
 async def wsgi_timed(app: WSGIApp, requests: int) -> float:
-    return time_wsgi(app, requests)
+    return time_wsgi_checked(app, requests)
 
 
 # -- Starlette -----------------------------------------------------------------------------

@@ -320,6 +320,29 @@ def time_refreshes(
     return results
 
 
+def watched_refreshes(
+    redis_url: str, clients: dict[str, Client], now: int | None, repeats: int, history: int,
+    sizes: Sizes,
+) -> dict[tuple[str, str], Refresh]:  # fmt: skip
+    """``time_refreshes`` of every kind the history holds, Redis's SLOWLOG watching the reads:
+    their longest call in ``sizes``."""
+    watched = redis.Redis.from_url(redis_url)
+    try:
+        watched.config_set("slowlog-log-slower-than", SLOWLOG_US)
+        watched.config_set("slowlog-max-len", 100_000)
+        watched.slowlog_reset()
+        kinds = REFRESHES + ((WEEK,) if history >= WEEK[1] else ())
+        refreshes: dict[tuple[str, str], Refresh] = timed(
+            sizes, "refreshes", lambda: time_refreshes(clients, now, repeats, kinds)
+        )
+        took = [int(entry["duration"]) for entry in watched.slowlog_get(100_000)]
+    finally:
+        watched.close()
+    sizes.longest_read_us = max(took, default=0)
+    sizes.reads_over_5ms = sum(1 for us in took if us > 5000)
+    return refreshes
+
+
 @dataclass
 class Accuracy:
     total_error: float | None  # mean |error| % of the sum over routes, where the truth is > 0
@@ -430,16 +453,7 @@ def run_size(
         if not sizes.prometheus_series:
             raise SystemExit("Prometheus did not load the backfilled blocks (no http_ series)")
         checked = {name: accuracy(client, traffic, now) for name, client in clients.items()}
-        watched = redis.Redis.from_url(server.url)
-        stack.callback(watched.close)
-        watched.config_set("slowlog-log-slower-than", SLOWLOG_US)
-        watched.config_set("slowlog-max-len", 100_000)
-        watched.slowlog_reset()
-        kinds = REFRESHES + ((WEEK,) if history >= WEEK[1] else ())
-        refreshes = timed(sizes, "refreshes", lambda: time_refreshes(clients, now, repeats, kinds))
-        took = [int(entry["duration"]) for entry in watched.slowlog_get(100_000)]
-        sizes.longest_read_us = max(took, default=0)
-        sizes.reads_over_5ms = sum(1 for us in took if us > 5000)
+        refreshes = watched_refreshes(server.url, clients, now, repeats, history, sizes)
     return Run(traffic, sizes, refreshes, checked)
 
 
@@ -535,16 +549,7 @@ def run_live(
         scraped = clients["prometheus"].json("query", {"query": "up"})["data"]["result"]
         if not scraped or scraped[0]["value"][1] != "1":
             raise SystemExit(f"Prometheus does not scrape the live app: {scraped}")
-        watched = redis.Redis.from_url(server.url)
-        stack.callback(watched.close)
-        watched.config_set("slowlog-log-slower-than", SLOWLOG_US)
-        watched.config_set("slowlog-max-len", 100_000)
-        watched.slowlog_reset()
-        kinds = REFRESHES + ((WEEK,) if history >= WEEK[1] else ())
-        refreshes = timed(sizes, "refreshes", lambda: time_refreshes(clients, None, repeats, kinds))
-        took = [int(entry["duration"]) for entry in watched.slowlog_get(100_000)]
-        sizes.longest_read_us = max(took, default=0)
-        sizes.reads_over_5ms = sum(1 for us in took if us > 5000)
+        refreshes = watched_refreshes(server.url, clients, None, repeats, history, sizes)
         viewers: dict[str, list[float]] = {}
         for name in SERVERS if watching else ():
             started = time.perf_counter()
