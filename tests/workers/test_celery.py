@@ -62,10 +62,11 @@ def wait_for(check: Callable[[], bool], what: str, timeout: float = 120) -> None
         time.sleep(0.2)
 
 
-@pytest.mark.timeout(600)  # 400 children recycled, each by billiard's own 1 s pause
-def test_every_run_is_counted_across_recycled_children_and_a_warm_shutdown(
-    server: EmbeddedRedis, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def worker_environment(
+    server: EmbeddedRedis, monkeypatch: pytest.MonkeyPatch
+) -> tuple[str, str, dict[str, str]]:
+    """(where counts go: db 0, the broker and the jobs' truth: db 1, a worker's environment);
+    this process, the publisher, gets the same variables."""
     counts_url, broker_url = server.url, server.url.replace("/0", "/1")
     env = {
         **os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)]),
@@ -73,7 +74,15 @@ def test_every_run_is_counted_across_recycled_children_and_a_warm_shutdown(
         "CELERY_BROKER_URL": broker_url,
     }  # fmt: skip
     for name in ("SLICECOUNT_REDIS_URL", "TRUTH_REDIS_URL", "CELERY_BROKER_URL"):
-        monkeypatch.setenv(name, env[name])  # the publisher: this process
+        monkeypatch.setenv(name, env[name])
+    return counts_url, broker_url, env
+
+
+@pytest.mark.timeout(600)  # 400 children recycled, each by billiard's own 1 s pause
+def test_every_run_is_counted_across_recycled_children_and_a_warm_shutdown(
+    server: EmbeddedRedis, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    counts_url, broker_url, env = worker_environment(server, monkeypatch)
     from tests.workers.celery_app import app, flaky, work
 
     use_broker(app, broker_url)
@@ -131,14 +140,7 @@ def test_runs_that_never_ran_or_ran_out_of_time_are_counted(
     one raising ``Reject``), ignored (``Ignore``), and failed at its hard time limit (the
     main process kills the child that ran it and says so; counted once, with the limit as
     its run time)."""
-    counts_url, broker_url = server.url, server.url.replace("/0", "/1")
-    env = {
-        **os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)]),
-        "SLICECOUNT_REDIS_URL": counts_url, "TRUTH_REDIS_URL": broker_url,
-        "CELERY_BROKER_URL": broker_url,
-    }  # fmt: skip
-    for name in ("SLICECOUNT_REDIS_URL", "TRUTH_REDIS_URL", "CELERY_BROKER_URL"):
-        monkeypatch.setenv(name, env[name])
+    counts_url, broker_url, env = worker_environment(server, monkeypatch)
     from tests.workers.celery_app import app, ignore, reject, stuck, work
 
     use_broker(app, broker_url)
