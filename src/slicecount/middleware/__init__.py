@@ -1,4 +1,5 @@
-"""Framework shells (WSGI, ASGI, Flask, Starlette, SQLAlchemy) around one pure core, and the
+"""Framework shells (WSGI, ASGI, Flask, Starlette, Django, SQLAlchemy) around one pure
+mapping of a request to its counts (``mapping``, what every shell shares in ``shell``), and the
 throttle's HTTP face: ``Throttle`` (which limits a request meets, the 429) and the ``limit``
 decorator.
 

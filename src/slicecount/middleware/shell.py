@@ -1,5 +1,5 @@
-"""What every framework shell shares around the pure core: where counts go, the per-request
-state, and the keyword options (defined once here, taken by WSGI, ASGI, Flask and Starlette).
+"""What every framework shell shares around the pure mapping (``mapping``): where counts go,
+the per-request state, and the keyword options (defined once here, taken by every shell).
 
 Not pure: this is where a Recorder is given, built from Settings, or looked up as the process
 default. Counting never raises into the host app; failures are logged once per shell.
