@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import tempfile
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -30,6 +31,10 @@ except ModuleNotFoundError as exc:
 RESOLVED_VARIABLE = "_SLICECOUNT_DATASOURCE_RESOLVED"
 """The path of the resolved settings' file, for the workers of this command only."""
 FACTORY = "slicecount.datasource.serving:from_resolved"
+SWITCH_INTERVAL = 0.001
+"""How often (s) a thread computing a heavy answer hands the interpreter lock to the event
+loop, in the processes this command owns (Python's default: 0.005). While four heavy requests
+ran, ``GET /`` took up to 70-170 ms at 5 ms, 30-55 ms at 1 ms, for the same throughput."""
 
 
 def settings_as_json(settings: Settings) -> dict[str, Any]:
@@ -69,6 +74,7 @@ def from_resolved() -> Starlette:
         )
     with open(path, encoding="utf-8") as file:
         resolved = json.load(file)
+    sys.setswitchinterval(SWITCH_INTERVAL)
     return create_app(Settings(**resolved["settings"]), limits=Limits(**resolved["limits"]))
 
 
@@ -77,6 +83,7 @@ def serve(settings: Settings, limits: Limits, host: str, port: int, workers: int
     import uvicorn
 
     if workers <= 1:
+        sys.setswitchinterval(SWITCH_INTERVAL)
         app = create_app(settings, limits=limits)
         uvicorn.run(app, host=host, port=port, log_level="warning")
         return

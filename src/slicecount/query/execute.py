@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from slicecount.core.memo import remembered
 from slicecount.errors import MissingExtra
@@ -53,17 +54,19 @@ class Answer:
     stored: tuple[str, ...]
 
 
-Finish = Callable[[list[Answer], tuple[str, ...]], bytes]
-"""Encodes the answers (with the catalogue's warnings) into the response body."""
+Body = TypeVar("Body")
+Finish = Callable[[list[Answer], tuple[str, ...]], Body]
+"""Encodes the answers (with the catalogue's warnings) into the response body (the surface
+says in what: simPod and the Prometheus API give pieces of bytes)."""
 
 
 async def run(
     queryable: Queryable,
     queries: Sequence[Query],
     names: Listing,
-    finish: Finish,
+    finish: Finish[Body],
     alongside: Callable[[], Awaitable[None]] | None = None,
-) -> bytes:
+) -> Body:
     """Plan, discover, check, read, evaluate and encode ``queries``, in order; ``alongside``
     (a simPod request's annotations) runs with the reads, once the request is checked."""
     with queryable.request() as arrived:
@@ -74,10 +77,10 @@ async def _run(
     queryable: Queryable,
     queries: Sequence[Query],
     names: Listing,
-    finish: Finish,
+    finish: Finish[Body],
     alongside: Callable[[], Awaitable[None]] | None,
     arrived: float,
-) -> bytes:
+) -> Body:
     wanted = [needs(q.node, q.step or 0.0 if q.partial else 0.0) for q in queries]
     counters: Sequence[SeriesInfo] = ()
     distinct: Sequence[SeriesInfo] = ()
@@ -112,7 +115,7 @@ async def _run(
 
     def compute(
         counts: Mapping[tuple[int, int, int, int], Read], distinct_counts: list[list[int]]
-    ) -> bytes:
+    ) -> Body:
         answers = []
         budget = limits.max_computed_points
         answered = 0  # points the answers carry, charged before any is encoded

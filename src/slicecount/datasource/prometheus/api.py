@@ -13,7 +13,7 @@ from typing import Any
 
 from slicecount.datasource.prometheus import results
 from slicecount.datasource.prometheus.params import BadData, Params
-from slicecount.datasource.render import Rendered, render
+from slicecount.datasource.render import Rendered, pieces
 from slicecount.operations.batches import ping
 from slicecount.promql.ast import Node, VectorSelector, walk
 from slicecount.promql.engine import Result
@@ -99,9 +99,9 @@ async def evaluate(
     """One expression through the shared loop (``execute``): planned, discovered, checked,
     read, evaluated and encoded."""
 
-    def finish(answers: list[Answer], warnings: tuple[str, ...]) -> bytes:
+    def finish(answers: list[Answer], warnings: tuple[str, ...]) -> list[bytes]:
         (one,) = answers
-        return render(answer(one.result, one.infos, warnings))
+        return pieces(answer(one.result, one.infos, warnings))
 
     query = Query(node, tuple(times), step, label)
     return Rendered(await run(reader, [query], prometheus_names, finish))

@@ -76,4 +76,4 @@ def matrix(result: Result, kind: str, times: Sequence[float]) -> dict[str, Any]:
         else:
             continue
         out.append('{"metric":' + ENCODER.encode(lines.labels[i]) + ',"values":' + values + "}")
-    return {"resultType": "matrix", "result": Fragment("[" + ",".join(out) + "]")}
+    return {"resultType": "matrix", "result": Fragment.array(out)}

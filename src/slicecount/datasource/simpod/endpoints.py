@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from slicecount.core.slices import slice_starts
-from slicecount.datasource.render import Rendered, render
+from slicecount.datasource.render import Rendered, pieces
 from slicecount.datasource.simpod import pickers, rewrites, shapes, targets
 from slicecount.datasource.simpod.protocol import (
     Target,
@@ -79,7 +79,7 @@ async def query(reader: Reader, body: Body) -> Rendered:
 
     queries = [q for _, q in order if isinstance(q, Query)]
 
-    def finish(answers: list[Answer], warnings: tuple[str, ...]) -> bytes:
+    def finish(answers: list[Answer], warnings: tuple[str, ...]) -> list[bytes]:
         found = iter(answers)
         out: list[dict[str, Any]] = []
         for (target, planned), noted in zip(order, notes, strict=True):
@@ -93,7 +93,7 @@ async def query(reader: Reader, body: Body) -> Rendered:
             else:
                 starts = [int(t - planned.step) for t in planned.times]  # type: ignore[operator]
                 out.extend(shapes.timeseries(target.ref_id, lines, starts))
-        return render(out)
+        return pieces(out)
 
     try:
         noted = annotations if len(queries) < len(order) else None

@@ -29,6 +29,11 @@ except ModuleNotFoundError as exc:  # pragma: no cover - the engine's import say
 
 Value = int | float | None
 
+BULK_POINTS = 1 << 16
+"""Points written by one call of ``datapoint_items``: each of its C routines holds the
+interpreter lock for the whole call, and a million points held it ~50 ms, in which the event
+loop answered no light request."""
+
 
 class Line(NamedTuple):
     """One evaluated series as a frame shows it: its legend, its labels (the frame's tags)
@@ -76,9 +81,13 @@ def timeseries(ref_id: str, lines: Sequence[Line], starts: Sequence[int]) -> lis
     values of lines given as arrays are written together (one pass over all of them)."""
     template = points_template(starts)
     arrays = [line.values for line in lines if isinstance(line.values, np.ndarray)]
-    found = datapoint_items(np.stack(arrays)) if arrays else []
     width = len(starts)
-    items = iter([found[i * width : (i + 1) * width] for i in range(len(arrays))])
+    rows = max(1, BULK_POINTS // max(width, 1))  # lines written by one call
+    found: list[Sequence[int | str]] = []
+    for at in range(0, len(arrays), rows):
+        bulk = datapoint_items(np.stack(arrays[at : at + rows]))
+        found += [bulk[i * width : (i + 1) * width] for i in range(len(arrays[at : at + rows]))]
+    items = iter(found)
     return [
         {
             "target": line.legend,
