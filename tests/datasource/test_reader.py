@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import pytest
@@ -60,13 +60,18 @@ class CountingStore(AsyncStore):
         return await self._track(("read", precision, len(series_ids)), held())
 
     async def read_stored(  # the blocks layout's read: counted as a read
-        self, series_ids: Sequence[str], precision: int, start: float, end: float
+        self,
+        series_ids: Sequence[str],
+        precision: int,
+        start: float,
+        end: float,
+        held: Mapping[str, int] | None = None,
     ) -> Spans:
-        async def held() -> Spans:
+        async def delayed() -> Spans:
             await asyncio.sleep(self.read_delay)
-            return await AsyncStore.read_stored(self, series_ids, precision, start, end)
+            return await AsyncStore.read_stored(self, series_ids, precision, start, end, held)
 
-        return await self._track(("read", precision, len(series_ids)), held())
+        return await self._track(("read", precision, len(series_ids)), delayed())
 
     async def annotations(
         self, start: float, end: float, tags: Sequence[str] = (), limit: int = 1000

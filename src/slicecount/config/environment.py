@@ -21,6 +21,7 @@ READ_ELSEWHERE = frozenset(
         "max_answer_points",
         "max_inline_points",
         "heavy_requests",
+        "sealed_frame_bytes",
         # the test suite's screenshot of the overview page
         "readme_screenshot",
     }

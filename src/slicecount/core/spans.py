@@ -3,7 +3,8 @@
 A dashboard's read names thousands of series; a reply of four items a series (nested
 arrays, a list of lengths, a list of open pairs) cost more to parse in Python than Redis took
 to make it. The script packs each call's answer into four strings instead: per series its
-first frame's start, how many frames and open pairs it has (``META``); every frame's byte
+first frame's start, how many frames and open pairs it has and its block's generation
+(``META``; frames -1: not read, the reader holds them, ``reads/sealed.py``); every frame's byte
 length (``LENGTH``); the frames' bytes end to end (all little-endian); the open (second,
 count) pairs as decimal text, space-separated (the hash's own strings joined, which is what
 a script does fastest). The datasource reads them as arrays (``reads/decoding.py``); ``each``
@@ -18,8 +19,12 @@ from dataclasses import dataclass
 
 from slicecount.core.blocks import Stored
 
-META = struct.Struct("<qii")
-"""Per series: the start (second) of its first frame returned, its frames, its open pairs."""
+META = struct.Struct("<qiiI")
+"""Per series: the start (second) of its first frame returned, its frames (-1: not read, the
+block is the generation the reader said it holds), its open pairs, its block's generation (0:
+no block)."""
+HELD = -1
+"""``META``'s frames of a series whose frames were not read: the reader holds them."""
 LENGTH = struct.Struct("<i")
 
 
@@ -45,7 +50,7 @@ class Spans:
         """``found`` packed as the script packs it."""
         meta, lengths, frames, opened = [], [], [], []
         for one in found.values():
-            meta.append(META.pack(one.start, len(one.lengths), len(one.open)))
+            meta.append(META.pack(one.start, len(one.lengths), len(one.open), 0))
             lengths += [LENGTH.pack(n) for n in one.lengths]
             frames.append(one.frames)
             opened += [f"{s} {n}".encode() for s, n in one.open.items()]
@@ -53,15 +58,18 @@ class Spans:
         return cls(list(found), joined(meta), joined(lengths), joined(frames), b" ".join(opened))
 
     def each(self) -> dict[str, Stored]:
-        """One ``Stored`` a series."""
+        """One ``Stored`` a series (ValueError for a series whose frames were held, not read:
+        a reader that holds frames puts them back first)."""
         lengths = [n for (n,) in LENGTH.iter_unpack(self.lengths)]
         numbers = [int(n) for n in self.opened.split()]
         pairs = list(zip(numbers[::2], numbers[1::2], strict=True))
         out: dict[str, Stored] = {}
         frame, pair, at = 0, 0, 0
-        for series_id, (start, frames, opened) in zip(
+        for series_id, (start, frames, opened, _) in zip(
             self.ids, META.iter_unpack(self.meta), strict=True
         ):
+            if frames == HELD:
+                raise ValueError(f"the frames of {series_id!r} were held, not read")
             mine = lengths[frame : frame + frames]
             size = sum(mine)
             data = self.frames[at : at + size]

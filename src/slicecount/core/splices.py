@@ -7,6 +7,7 @@ applies that plan if the block's generation is still the one it read (``core/blo
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -70,9 +71,18 @@ def plan_splice(
                 section.lengths.append(0)
         _trim_zero_ends(section)
         new_sections.append(section)
-    # the next generation, never 0 (0 stands for "no block" in the cleaner's compare-and-set)
-    new_header = Header(header.generation % 0xFFFFFFFF + 1, new_sections)
+    new_header = Header(next_generation(header.generation), new_sections)
     return Splice(header.generation, [new_header.pack(), *frame_pieces])
+
+
+def next_generation(generation: int) -> int:
+    """The generation of a block rewritten from one of ``generation``: the next, never 0 (0
+    stands for "no block" in the cleaner's compare-and-set), and for a new block (0) a random
+    one: a block trimmed away and written again must not take up its old generations, which a
+    reader may hold frames of (``reads/sealed.py``)."""
+    if generation == 0:
+        return secrets.randbelow(0xFFFFFFFF) + 1
+    return generation % 0xFFFFFFFF + 1
 
 
 def _trim_zero_ends(section: Section) -> None:

@@ -12,7 +12,7 @@ reads a whole block and its hash in one pipeline, checking the block's generatio
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from slicecount.core import blocks
@@ -46,18 +46,31 @@ def read(
 
 
 def stored(
-    ctx: Context, series_ids: Sequence[str], precision: int, first: int, end: int
+    ctx: Context,
+    series_ids: Sequence[str],
+    precision: int,
+    first: int,
+    end: int,
+    held: Mapping[str, int] | None = None,
 ) -> Operation[Spans]:
     """What each series holds for the slices of ``precision`` from ``first`` to ``end``: the
     bytes of its block's frames that overlap them and its open slices there, as one moment
     saw them, packed (``spans.Spans``: ``each`` and ``blocks.slices_in``, or the datasource's
     numpy ``slices_matrix``, make the counts). One ``read_blocks`` script call per
-    SERIES_PER_CALL series of a shard, all in one round trip."""
+    SERIES_PER_CALL series of a shard, all in one round trip. ``held``: per series, the
+    generation of its block whose frames for this range the reader holds: a block still of
+    that generation has its frames left unread (``spans.HELD``)."""
     ids, named = remembered(
         "read_blocks", [ctx.keys, *series_ids], lambda: _per_call(ctx, series_ids)
     )
-    args = (precision, first, end, SLICES)
-    calls: list[Command | ScriptCall] = [ScriptCall("read_blocks", names, args) for names in named]
+    args: tuple[int, ...] = (precision, first, end, SLICES)
+    calls: list[Command | ScriptCall] = []
+    at = 0
+    for names in named:
+        mine = ids[at : at + len(names) // 2]
+        at += len(mine)
+        generations = [held.get(s, 0) for s in mine] if held else []
+        calls.append(ScriptCall("read_blocks", names, (*args, *generations)))
     replies = yield Batch(calls, raw=True)
     return Spans.joined(ids, replies)
 

@@ -8,7 +8,7 @@ by ``block_reading``.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from slicecount.core.blocks import NOTHING_STORED
 from slicecount.core.keys import EVERY_PRECISION
@@ -125,19 +125,25 @@ def read(
 
 
 def read_stored(
-    ctx: Context, series_ids: Sequence[str], precision: int, start: float, end: float
+    ctx: Context,
+    series_ids: Sequence[str],
+    precision: int,
+    start: float,
+    end: float,
+    held: Mapping[str, int] | None = None,
 ) -> Operation[Spans]:
     """Blocks layout: what each series holds for the slices from the one holding ``start`` to
     the one holding ``end`` (its block's frames there and its open slices), packed for a
     decoder of many series at once (the datasource's numpy ``slices_matrix``; the series in
-    ``ids`` order, each once); ``read`` in one."""
+    ``ids`` order, each once); ``read`` in one. ``held``: the generation of each series' block
+    whose frames the caller holds (``block_reading.stored``)."""
     ids, starts = _checked(ctx, series_ids, precision, start, end)
     if not _blocks(ctx):
         raise ConfigurationError("read_stored reads the blocks layout; the book's is read()")
     if not starts or not ids:
         return Spans.of(dict.fromkeys(ids, NOTHING_STORED))
     last = starts[-1] + precision
-    return (yield from block_reading.stored(ctx, ids, precision, starts[0], last))
+    return (yield from block_reading.stored(ctx, ids, precision, starts[0], last, held))
 
 
 def _checked(

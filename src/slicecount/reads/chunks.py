@@ -15,6 +15,7 @@ from slicecount.errors import MissingExtra
 from slicecount.operations.unique_reading import Group
 from slicecount.promql.arrays import Ints
 from slicecount.reads.decoding import Matrix, slices_matrix
+from slicecount.reads.sealed import SealedFrames
 from slicecount.store.asyncio import AsyncStore
 
 try:
@@ -95,10 +96,12 @@ def start_reads(
     last: int,
     stored: int,
     gate: asyncio.Semaphore,
+    sealed: SealedFrames | None = None,
 ) -> list[asyncio.Future[Read]]:
     """The reads of the slices of ``precision`` from start ``first`` to start ``last`` of
     ``ids``, a task per chunk, each holding ``gate`` while Redis answers it. ``stored``: the
-    precision read (the blocks layout), of which ``precision`` is a multiple."""
+    precision read (the blocks layout), of which ``precision`` is a multiple. ``sealed``: the
+    frames held from earlier reads, used where the blocks did not change, and kept."""
     blocks = store.settings.layout == "blocks"
     if not blocks and stored != precision:
         raise ValueError(f"the book's layout reads slices of {precision} s as stored")
@@ -114,7 +117,11 @@ def start_reads(
         async with gate:
             if not blocks:
                 return await store.read(part, precision, first, last)
-            found = await store.read_stored(part, stored, first, end - stored)
+            held = sealed.lookup(part, stored, first, end) if sealed is not None else {}
+            generations = {s: entry.generation for s, entry in held.items()}
+            found = await store.read_stored(part, stored, first, end - stored, generations)
+        if sealed is not None:
+            found = sealed.completed(found, held, stored, first, end)
 
         def decode() -> Matrix:
             return slices_matrix(found, stored, first, end, precision // stored)

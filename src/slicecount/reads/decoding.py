@@ -26,7 +26,7 @@ except ModuleNotFoundError as exc:
 Matrix = npt.NDArray[np.int64]
 _UNSIGNED = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 _SIGNED = {1: np.int8, 2: np.int16, 4: np.int32, 8: np.int64}
-_META = np.dtype([("start", "<i8"), ("frames", "<i4"), ("open", "<i4")])
+_META = np.dtype([("start", "<i8"), ("frames", "<i4"), ("open", "<i4"), ("generation", "<u4")])
 """``spans.META`` as a numpy record."""
 WHOLE = (0, FRAME_SLICES)
 """The cut of a frame read whole (``_by_width``)."""
@@ -125,6 +125,8 @@ def slices_matrix(stored: Spans, precision: int, start: int, end: int, group: in
     # the first frame is needed from ``start`` on, the last up to ``stop``, others whole
     first, last = (start - base) // precision, (stop - base - (frames - 1) * period) // precision
     meta = np.frombuffer(stored.meta, dtype=_META)
+    if (meta["frames"] < 0).any():
+        raise ValueError("frames held by the reader, not read: put them back first")
     lengths = np.frombuffer(stored.lengths, dtype="<i4").astype(np.int64)
     if len(lengths):
         per_series = meta["frames"].astype(np.int64)

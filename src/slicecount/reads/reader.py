@@ -23,6 +23,7 @@ from slicecount.core.series import parse
 from slicecount.operations.unique_reading import Group, kept_precisions
 from slicecount.reads.chunks import READS_IN_FLIGHT, Read, merged, start_reads, union_parts
 from slicecount.reads.listing import SeriesInfo
+from slicecount.reads.sealed import SealedFrames
 from slicecount.reads.sharing import SharedReads, Turns, all_done
 from slicecount.store.asyncio import AsyncStore
 
@@ -58,6 +59,7 @@ class Reader:
         self._loading: dict[Any, asyncio.Future[Any]] = {}
         self._parsed: dict[str, SeriesInfo] = {}
         self._shared = SharedReads[Read](2 * limits.max_request_points)
+        self.sealed = SealedFrames(limits.sealed_frame_bytes)
 
     @property
     def settings(self) -> Settings:
@@ -271,7 +273,7 @@ class Reader:
                 lambda: self.read_slices(ids, precision, first, last, None, read),
             )
         gate = asyncio.Semaphore(READS_IN_FLIGHT)
-        tasks = start_reads(self.store, ids, precision, first, last, read, gate)
+        tasks = start_reads(self.store, ids, precision, first, last, read, gate, self.sealed)
         await all_done(tasks)
         return merged([task.result() for task in tasks])
 

@@ -5,15 +5,19 @@
 -- KEYS[2i-1], KEYS[2i]  series i's block STRING and open HASH (all in the shard's slot)
 -- ARGV[1] precision   ARGV[2] first slice start   ARGV[3] end (excluded)
 -- ARGV[4] slices a frame holds (core/blocks.py FRAME_SLICES)
--- Returns four strings for all the series (core/spans.py): per series, packed '<i8i4i4', the
--- start (second) of its first frame returned (0: none), its frames and its open pairs; each
--- frame's byte length ('<i4'); the frames' bytes end to end; every open field and its count
--- as decimal text, "second count second count ...", the series' one after the other (the
--- reader keeps those in its range). Joining the hash's own strings is done in C: a loop over
--- the fields in Lua took two thirds of a live store's read, whose open hashes hold a minute
--- of one-second fields. A hash holding anything but plain integers (a foreign field) has its
--- integers kept one by one instead. A value that is not a block of this format reads as no
--- block (core/blocks.py layout).
+-- ARGV[4 + i] (optional) the generation of series i's block whose frames for this range the
+--   reader holds (0: none): when the block is still that generation, its frames are not read
+--   (a sealed frame changes only with the generation: reads/sealed.py)
+-- Returns four strings for all the series (core/spans.py): per series, packed '<i8i4i4I4', the
+-- start (second) of its first frame returned (0: none), its frames (-1: none read, the block
+-- is the generation the reader holds), its open pairs and its block's generation (0: no
+-- block); each frame's byte length ('<i4'); the frames' bytes end to end; every open field and
+-- its count as decimal text, "second count second count ...", the series' one after the other
+-- (the reader keeps those in its range). Joining the hash's own strings is done in C: a loop
+-- over the fields in Lua took two thirds of a live store's read, whose open hashes hold a
+-- minute of one-second fields. A hash holding anything but plain integers (a foreign field)
+-- has its integers kept one by one instead. A value that is not a block of this format reads
+-- as no block (core/blocks.py layout).
 local precision, first, last = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local period = precision * tonumber(ARGV[4])
 local byte, floor, sub = string.byte, math.floor, string.sub
@@ -34,15 +38,24 @@ local function packed(numbers, from, to)
   return table.concat(parts)
 end
 
+-- the generation of a block's first bytes (0: too short, or not a block of this format)
+local function generation_of(head)
+  if type(head) ~= 'string' or #head < 10 then return 0 end
+  local s, b, version = byte(head, 1, 3)
+  if s ~= 83 or b ~= 66 or version ~= 2 then return 0 end
+  return (struct.unpack('<I4', head, 5))
+end
+
+-- start, frames, lengths, bytes and the generation of what the block holds for the range
 local function frames(block)
   local head = redis.pcall('GETRANGE', block, 0, HEAD - 1)
-  if type(head) ~= 'string' or #head < 10 then return 0, 0, '', '' end
-  local s, b, version, sections = byte(head, 1, 4)
-  if s ~= 83 or b ~= 66 or version ~= 2 then return 0, 0, '', '' end
+  local generation = generation_of(head)
+  if generation == 0 then return 0, 0, '', '', 0 end
+  local sections = byte(head, 4)
   local size = byte(head, 9) + 256 * byte(head, 10)
   if size > #head then
     head = redis.call('GETRANGE', block, 0, size - 1)
-    if #head < size then return 0, 0, '', '' end
+    if #head < size then return 0, 0, '', '', 0 end
   end
   -- every number of the header at once: the sections' triples, then every frame's length
   local numbers, count, n, scale = {}, 0, 0, 1
@@ -58,7 +71,7 @@ local function frames(block)
       end
     end
   end
-  if count < 3 * sections then return 0, 0, '', '' end
+  if count < 3 * sections then return 0, 0, '', '', 0 end
   local at, offset = 3 * sections, size  -- the lengths of section k start after ``at``
   for k = 0, sections - 1 do
     local frames_in = numbers[3 * k + 3]
@@ -66,7 +79,7 @@ local function frames(block)
       local start = numbers[3 * k + 2] * period
       local lo = math.max(0, floor((first - start) / period))
       local hi = math.min(frames_in, floor((last - 1 - start) / period) + 1)
-      if last <= first or hi <= lo or at + hi > count then return 0, 0, '', '' end
+      if last <= first or hi <= lo or at + hi > count then return 0, 0, '', '', generation end
       for i = at + 1, at + lo do offset = offset + numbers[i] end
       local total = 0
       for i = at + lo + 1, at + hi do total = total + numbers[i] end
@@ -77,12 +90,12 @@ local function frames(block)
       elseif total > 0 then
         data = redis.call('GETRANGE', block, offset, offset + total - 1)
       end
-      return start + lo * period, hi - lo, lengths, data
+      return start + lo * period, hi - lo, lengths, data, generation
     end
     for i = at + 1, at + frames_in do offset = offset + (numbers[i] or 0) end
     at = at + frames_in
   end
-  return 0, 0, '', ''
+  return 0, 0, '', '', generation
 end
 
 local concat, find, format = table.concat, string.find, string.format
@@ -108,13 +121,17 @@ end
 
 local meta, lengths, data, opened, m, o = {}, {}, {}, {}, 0, 0
 for i = 1, #KEYS, 2 do
-  local start, count, packed, bytes = frames(KEYS[i])
+  local held = tonumber(ARGV[4 + (i + 1) / 2]) or 0
+  local start, count, packed, bytes, generation = 0, -1, '', '', held
+  if held == 0 or generation_of(redis.pcall('GETRANGE', KEYS[i], 0, 9)) ~= held then
+    start, count, packed, bytes, generation = frames(KEYS[i])
+  end
   local pairs, text = open_text(redis.pcall('HGETALL', KEYS[i + 1]))
   if pairs > 0 then
     o = o + 1
     opened[o] = text
   end
   m = m + 1
-  meta[m], lengths[m], data[m] = pack('<i8i4i4', start, count, pairs), packed, bytes
+  meta[m], lengths[m], data[m] = pack('<i8i4i4I4', start, count, pairs, generation), packed, bytes
 end
 return {concat(meta), concat(lengths), concat(data), concat(opened, ' ')}

@@ -1,0 +1,209 @@
+"""The sealed frames a datasource holds between refreshes (``reads/sealed.py``), on a real
+Redis: a refresh reads from Redis only the frames of the blocks that changed, and its counts
+are exact whatever changed in between (a late write after sealing, a cleaner's pass, three
+cleaners racing, a block trimmed away and written again); the frames held stay within their
+bound."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import threading
+from collections.abc import Mapping
+
+import pytest
+
+from slicecount.cleaner.compaction import Compactor
+from slicecount.config import Settings
+from slicecount.config.request_limits import Limits
+from slicecount.reads.chunks import Slices
+from slicecount.reads.reader import Reader
+from slicecount.store import Store
+from slicecount.store.asyncio import AsyncStore
+from tests.cleaner.blocks_layout import blocks_settings, expected, open_write, stored, write_open
+
+pytestmark = pytest.mark.layouts("blocks")
+
+NOW = 1_700_006_400 + 1800  # half past: the last hour and the window moved are the same frames
+SERIES = [f'http.requests{{route="/r{i}"}}' for i in range(40)]
+PRECISION = 5
+FIRST, LAST = NOW - 3600, NOW - PRECISION  # the last hour's slices, as a panel reads them
+
+
+@pytest.fixture
+def settings(redis_url: str) -> Settings:
+    return blocks_settings(redis_url)
+
+
+def history(store: Store, settings: Settings, seed: int) -> dict[str, dict[int, int]]:
+    """Two hours of counts of every series, sealed into blocks by a cleaner's pass."""
+    rng = random.Random(seed)
+    written = {
+        sid: {t: rng.randint(1, 3) for t in range(NOW - 7200, NOW - 60, rng.randint(3, 9))}
+        for sid in SERIES
+    }
+    for sid, counts in written.items():
+        store.run(open_write(store, sid, counts))
+    Compactor(store).run(NOW)
+    return written
+
+
+def truth(store: Store, first: int, last: int) -> dict[str, list[int]]:
+    """What a reader must find: each series' block plus its open hash, read in Python."""
+    out = {}
+    for sid in SERIES:
+        found = stored(store, sid)[PRECISION]
+        out[sid] = [found.get(s, 0) for s in range(first, last + 1, PRECISION)]
+    return out
+
+
+async def refresh(reader: Reader, first: int, last: int) -> dict[str, list[int]]:
+    read = await reader.read_slices(SERIES, PRECISION, first, last)
+    assert isinstance(read, Slices)
+    return {sid: read.counts[read.row[sid]].tolist() for sid in SERIES}
+
+
+def add(written: dict[str, dict[int, int]], sid: str, counts: Mapping[int, int]) -> None:
+    for t, n in counts.items():
+        written[sid][t] = written[sid].get(t, 0) + n
+
+
+def slices_of(settings: Settings, counts: Mapping[int, int], first: int, last: int) -> list[int]:
+    found = expected(settings, counts)[PRECISION]
+    return [found.get(s, 0) for s in range(first, last + 1, PRECISION)]
+
+
+@pytest.mark.topologies  # and on a Redis Cluster and through a Sentinel
+def test_a_refresh_reads_only_the_blocks_that_changed(settings: Settings, store: Store) -> None:
+    history(store, settings, 1)
+
+    async def dashboard() -> None:
+        async with AsyncStore(settings) as own:
+            reader = Reader(own, Limits(), clock=lambda: NOW)
+            sealed = reader.sealed
+            assert await refresh(reader, FIRST, LAST) == truth(store, FIRST, LAST)
+            assert (sealed.fetched, sealed.reused) == (40, 0)
+            assert await refresh(reader, FIRST, LAST) == truth(store, FIRST, LAST)
+            assert (sealed.fetched, sealed.reused) == (40, 40)
+            moved = FIRST + 10, LAST + 10  # the window a 10 s refresh interval moves
+            assert await refresh(reader, *moved) == truth(store, *moved)
+            assert (sealed.fetched, sealed.reused) == (40, 80)
+            for sid in SERIES[:5]:  # new counts: in the open hashes, the blocks unchanged
+                store.run(open_write(store, sid, {NOW - 30: 7, NOW - 20: 1}))
+            got = await refresh(reader, *moved)
+            assert got == truth(store, *moved) and got[SERIES[0]][(NOW - 30 - moved[0]) // 5] >= 7
+            assert (sealed.fetched, sealed.reused) == (40, 120)
+            Compactor(store).run(NOW + 60)  # those five blocks are rewritten
+            assert await refresh(reader, *moved) == truth(store, *moved)
+            assert (sealed.fetched, sealed.reused) == (45, 155)
+
+    asyncio.run(dashboard())
+
+
+def test_a_late_write_after_sealing_is_read_at_once_and_after_its_pass(
+    settings: Settings, store: Store
+) -> None:
+    written = history(store, settings, 2)
+    late = {NOW - 3000: 1000}  # a slice sealed long ago
+
+    async def dashboard() -> None:
+        async with AsyncStore(settings) as own:
+            reader = Reader(own, Limits(), clock=lambda: NOW)
+            before = await refresh(reader, FIRST, LAST)
+            store.run(open_write(store, SERIES[3], late))
+            add(written, SERIES[3], late)
+            after = await refresh(reader, FIRST, LAST)  # frames held, the open hash read
+            assert reader.sealed.reused == 40
+            assert after[SERIES[3]] == slices_of(settings, written[SERIES[3]], FIRST, LAST)
+            column = (NOW - 3000 - FIRST) // PRECISION
+            assert after[SERIES[3]][column] == before[SERIES[3]][column] + 1000
+            Compactor(store).run(NOW + 60)  # the late count moves into its block
+            assert await refresh(reader, FIRST, LAST) == after
+            assert reader.sealed.fetched == 41  # that block's frames read again, once
+
+    asyncio.run(dashboard())
+
+
+def test_a_block_deleted_and_written_again_is_never_read_from_old_frames(
+    settings: Settings, store: Store
+) -> None:
+    """The same writes before and after the metric is deleted: the same passes write each
+    block. Before new blocks started at a random generation, the new one had the old one's,
+    and a reader holding the old frames served them."""
+    every_minute = range(FIRST, LAST, 60)
+
+    async def dashboard() -> None:
+        async with AsyncStore(settings) as own:
+            reader = Reader(own, Limits(), clock=lambda: NOW)
+            for n in (1, 5):
+                for sid in SERIES:
+                    write_open(store.client, settings, sid, dict.fromkeys(every_minute, n))
+                Compactor(store).run(NOW)
+                got = await refresh(reader, FIRST, LAST)
+                assert got == truth(store, FIRST, LAST)
+                assert {max(c) for c in got.values()} == {n}
+                assert store.delete("http.requests") == len(SERIES)
+            assert reader.sealed.fetched == 2 * len(SERIES)
+
+    asyncio.run(dashboard())
+
+
+def test_the_frames_held_stay_within_their_bound(settings: Settings, store: Store) -> None:
+    history(store, settings, 4)
+    bound = 12_000  # a few series' frames of the last hour
+
+    async def dashboard() -> None:
+        async with AsyncStore(settings) as own:
+            reader = Reader(own, Limits(sealed_frame_bytes=bound), clock=lambda: NOW)
+            for first, last in ((FIRST, LAST), (FIRST, LAST), (NOW - 600, LAST)):
+                assert await refresh(reader, first, last) == truth(store, first, last)
+                assert 0 < reader.sealed.size <= bound
+                assert 0 < len(reader.sealed) < len(SERIES)
+
+    asyncio.run(dashboard())
+
+
+@pytest.mark.slow
+def test_three_cleaners_racing_while_a_dashboard_refreshes_lose_and_double_nothing(
+    settings: Settings, store: Store
+) -> None:
+    written = history(store, settings, 5)
+    rng = random.Random(5)
+    clock = [NOW]
+    stop = threading.Event()
+    passes: list[int] = []
+
+    def clean() -> None:
+        with Store(settings) as own:
+            compactor = Compactor(own)
+            while not stop.is_set():
+                done = compactor.run(clock[0])
+                assert done is not None
+                passes.append(done.compacted)
+
+    async def dashboard() -> None:
+        async with AsyncStore(settings) as own:
+            reader = Reader(own, Limits(), clock=lambda: clock[0])
+            for _ in range(40):  # a round: writes, then refreshes while the cleaners move them
+                clock[0] += 5
+                for sid in rng.sample(SERIES, 10):
+                    counts = {clock[0] - rng.choice((0, 1, 15, 40, 900)): rng.randint(1, 4)}
+                    store.run(open_write(store, sid, counts))
+                    add(written, sid, counts)
+                first, last = clock[0] - 1800, clock[0] - PRECISION
+                for _ in range(3):
+                    got = await refresh(reader, first, last)
+                    for sid in SERIES:
+                        assert got[sid] == slices_of(settings, written[sid], first, last), sid
+            assert reader.sealed.reused > 0 and reader.sealed.fetched > len(SERIES)
+
+    cleaners = [threading.Thread(target=clean) for _ in range(3)]
+    for thread in cleaners:
+        thread.start()
+    try:
+        asyncio.run(dashboard())
+    finally:
+        stop.set()
+        for thread in cleaners:
+            thread.join()
+    assert sum(passes) > 0  # the cleaners did move counts while the dashboard read
