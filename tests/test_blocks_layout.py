@@ -174,6 +174,7 @@ def test_open_fields_that_are_not_plain_integers_are_left_out_by_both_readers(
     opened = store.keys.open
     redis_client.hset(opened("a"), mapping={"note": "x", str(T0 + 3): "2.5", "7" * 25: "1"})
     redis_client.hset(opened("b"), str(T0 + 4), "-1")
+    redis_client.hset(opened("c"), "8" * 20, "1")  # digits alone, but past 64 bits
     ids = ["a", "b", "c"]
     assert store.read(ids, 5, T0, T0) == {"a": [4], "b": [3], "c": [5]}
     stored = store.read_stored(ids, 1, T0, T0 + 5)

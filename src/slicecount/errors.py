@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 
 class SlicecountError(Exception):
     """Base of every error slicecount raises on purpose."""
@@ -49,8 +52,7 @@ class StartupError(SlicecountError):
 class MissingExtra(SlicecountError, ModuleNotFoundError):
     """An optional dependency is not installed; the message names the extra that brings it.
 
-    Raised from a module's guarded import: ``except ModuleNotFoundError as exc: raise
-    MissingExtra("flask", exc, "the Flask middleware") from exc``."""
+    Raised from a module's guarded imports (``extra_imports``)."""
 
     def __init__(self, extra: str, missing: ModuleNotFoundError, needed_by: str) -> None:
         super().__init__(
@@ -59,3 +61,16 @@ class MissingExtra(SlicecountError, ModuleNotFoundError):
             name=missing.name,
         )
         self.extra = extra
+
+
+@contextmanager
+def extra_imports(extra: str, needed_by: str) -> Iterator[None]:
+    """A module's imports of an optional dependency: ``with extra_imports("flask", "the Flask
+    middleware"): import flask``. A module that is not installed raises MissingExtra naming
+    the extra that brings it (one raised by a module imported inside passes as it is)."""
+    try:
+        yield
+    except MissingExtra:
+        raise
+    except ModuleNotFoundError as exc:
+        raise MissingExtra(extra, exc, needed_by) from exc

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import random
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import pytest
 
@@ -48,19 +48,21 @@ def history(store: Store, settings: Settings, seed: int) -> dict[str, dict[int, 
     return written
 
 
-def truth(store: Store, first: int, last: int) -> dict[str, list[int]]:
+def truth(store: Store, first: int, last: int, ids: Sequence[str] = SERIES) -> dict[str, list[int]]:
     """What a reader must find: each series' block plus its open hash, read in Python."""
     out = {}
-    for sid in SERIES:
+    for sid in ids:
         found = stored(store, sid)[PRECISION]
         out[sid] = [found.get(s, 0) for s in range(first, last + 1, PRECISION)]
     return out
 
 
-async def refresh(reader: Reader, first: int, last: int) -> dict[str, list[int]]:
-    read = await reader.read_slices(SERIES, PRECISION, first, last)
+async def refresh(
+    reader: Reader, first: int, last: int, ids: Sequence[str] = SERIES
+) -> dict[str, list[int]]:
+    read = await reader.read_slices(ids, PRECISION, first, last)
     assert isinstance(read, Slices)
-    return {sid: read.counts[read.row[sid]].tolist() for sid in SERIES}
+    return {sid: read.counts[read.row[sid]].tolist() for sid in ids}
 
 
 def add(written: dict[str, dict[int, int]], sid: str, counts: Mapping[int, int]) -> None:
@@ -149,16 +151,25 @@ def test_a_block_deleted_and_written_again_is_never_read_from_old_frames(
 
 
 def test_the_frames_held_stay_within_their_bound(settings: Settings, store: Store) -> None:
+    """Four panels of ten series each, with room for about two of their reads: the least
+    recently used goes, and is read again whole."""
     history(store, settings, 4)
-    bound = 12_000  # a few series' frames of the last hour
+    panels = [SERIES[i : i + 10] for i in range(0, 40, 10)]
 
     async def dashboard() -> None:
         async with AsyncStore(settings) as own:
+            probe = Reader(own, Limits(), clock=lambda: NOW)
+            await refresh(probe, FIRST, LAST, panels[0])
+            bound = int(probe.sealed.size * 2.5)
             reader = Reader(own, Limits(sealed_frame_bytes=bound), clock=lambda: NOW)
-            for first, last in ((FIRST, LAST), (FIRST, LAST), (NOW - 600, LAST)):
-                assert await refresh(reader, first, last) == truth(store, first, last)
-                assert 0 < reader.sealed.size <= bound
-                assert 0 < len(reader.sealed) < len(SERIES)
+            sealed = reader.sealed
+            for panel in panels:
+                assert await refresh(reader, FIRST, LAST, panel) == truth(store, FIRST, LAST, panel)
+                assert 0 < sealed.size <= bound
+            assert len(sealed) == 20 and (sealed.fetched, sealed.reused) == (40, 0)
+            await refresh(reader, FIRST, LAST, panels[3])  # held
+            await refresh(reader, FIRST, LAST, panels[0])  # gone: read again
+            assert (sealed.fetched, sealed.reused) == (50, 10) and sealed.size <= bound
 
     asyncio.run(dashboard())
 

@@ -15,13 +15,11 @@ from typing import Any
 from slicecount.cli.options import settings_options
 from slicecount.config import Settings
 from slicecount.config.topology import redact
-from slicecount.errors import ConfigurationError, MissingExtra, SlicecountError
+from slicecount.errors import ConfigurationError, MissingExtra, SlicecountError, extra_imports
 from slicecount.store import Store
 
-try:
+with extra_imports("cli", "the slicecount command"):
     import click
-except ModuleNotFoundError as exc:
-    raise MissingExtra("cli", exc, "the slicecount command") from exc
 
 
 class Commands(click.Group):

@@ -11,12 +11,10 @@ from typing import Any
 
 from slicecount.config import ENV_PREFIX, Settings
 from slicecount.demo import state as demo_state
-from slicecount.errors import MissingExtra, SlicecountError
+from slicecount.errors import SlicecountError, extra_imports
 
-try:
+with extra_imports("cli", "the slicecount command"):
     import click
-except ModuleNotFoundError as exc:
-    raise MissingExtra("cli", exc, "the slicecount command") from exc
 
 
 SETTINGS_OPTIONS = ("redis_url", "prefix", "layout", "precisions", "retention", "shards")

@@ -33,15 +33,13 @@ from slicecount.datasource.simpod.protocol import require_object
 from slicecount.reads.reader import Reader
 from slicecount.store.asyncio import AsyncStore
 
-try:
+with errors.extra_imports("datasource", "the datasource"):
     from starlette.applications import Starlette
     from starlette.requests import Request
     from starlette.responses import JSONResponse, Response
     from starlette.routing import BaseRoute, Mount, Route
     from starlette.staticfiles import StaticFiles
     from starlette.types import Receive, Scope, Send
-except ModuleNotFoundError as exc:
-    raise errors.MissingExtra("datasource", exc, "the datasource") from exc
 
 logger = logging.getLogger("slicecount.datasource")
 

@@ -15,16 +15,14 @@ import logging
 from importlib import resources
 
 from slicecount.datasource.auth import LIVENESS, READINESS, wants_page
-from slicecount.errors import MissingExtra, StoreError
+from slicecount.errors import StoreError, extra_imports
 from slicecount.operations.batches import ping
 from slicecount.reads.reader import Reader
 
-try:
+with extra_imports("datasource", "the datasource"):
     from starlette.requests import Request
     from starlette.responses import HTMLResponse, JSONResponse, Response
     from starlette.routing import Route
-except ModuleNotFoundError as exc:
-    raise MissingExtra("datasource", exc, "the datasource") from exc
 
 logger = logging.getLogger("slicecount.datasource")
 

@@ -11,15 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from slicecount.errors import extra_imports
 from slicecount.promql.arrays import Floats
 from slicecount.promql.values import format_value
 
-try:
+with extra_imports("datasource", "the datasource"):
     import numpy as np
-except ModuleNotFoundError as exc:  # pragma: no cover - the engine's import says it first
-    from slicecount.errors import MissingExtra
-
-    raise MissingExtra("datasource", exc, "the datasource") from exc
 
 PLAIN_INTEGERS = 1e16
 """``format_value`` writes a whole value below this as an integer (above, in 'f' digits)."""

@@ -21,12 +21,10 @@ from typing import Any
 from slicecount.config import Settings
 from slicecount.config.request_limits import Limits
 from slicecount.datasource.app import create_app
-from slicecount.errors import ConfigurationError, MissingExtra
+from slicecount.errors import ConfigurationError, extra_imports
 
-try:
+with extra_imports("datasource", "the datasource"):
     from starlette.applications import Starlette
-except ModuleNotFoundError as exc:
-    raise MissingExtra("datasource", exc, "the datasource") from exc
 
 RESOLVED_VARIABLE = "_SLICECOUNT_DATASOURCE_RESOLVED"
 """The path of the resolved settings' file, for the workers of this command only."""

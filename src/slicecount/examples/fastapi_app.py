@@ -12,12 +12,10 @@ middleware flushes on the lifespan's shutdown).
 from __future__ import annotations
 
 import slicecount
-from slicecount.errors import MissingExtra
+from slicecount.errors import extra_imports
 
-try:
+with extra_imports("examples", "the FastAPI example"):
     from fastapi import APIRouter, FastAPI, HTTPException, Request
-except ModuleNotFoundError as exc:
-    raise MissingExtra("examples", exc, "the FastAPI example") from exc
 
 from slicecount.middleware.starlette import SliceCountMiddleware
 

@@ -11,17 +11,15 @@ import threading
 import time
 
 import slicecount
-from slicecount.errors import MissingExtra
+from slicecount.errors import extra_imports
 from slicecount.examples import USER_HEADER, visitor
 from slicecount.middleware.flask import SliceCount
 from slicecount.middleware.sqlalchemy import instrument_sqlalchemy
 
-try:
+with extra_imports("examples", "the example Flask app"):
     from flask import Flask, Response, abort, jsonify, request
     from sqlalchemy import Engine, create_engine, text
     from sqlalchemy.pool import StaticPool
-except ModuleNotFoundError as exc:
-    raise MissingExtra("examples", exc, "the example Flask app") from exc
 
 _engine_lock = threading.Lock()
 _engines: dict[int, Engine] = {}

@@ -9,17 +9,15 @@ import asyncio
 from collections.abc import AsyncIterator
 
 import slicecount
-from slicecount.errors import MissingExtra
+from slicecount.errors import extra_imports
 from slicecount.examples import visitor
 from slicecount.middleware.starlette import SliceCountMiddleware
 
-try:
+with extra_imports("examples", "the example Starlette app"):
     from starlette.applications import Starlette
     from starlette.requests import Request
     from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
     from starlette.routing import Mount, Route
-except ModuleNotFoundError as exc:
-    raise MissingExtra("examples", exc, "the example Starlette app") from exc
 
 
 async def index(request: Request) -> Response:

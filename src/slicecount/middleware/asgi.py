@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import TYPE_CHECKING, Any
 
-from slicecount.errors import MissingExtra
+from slicecount.errors import extra_imports
 from slicecount.middleware.routes import starlette_route
 from slicecount.middleware.shell import InFlight, Options, RequestCounter, split_options
 from slicecount.middleware.throttle import PASS, Outcome
@@ -20,10 +20,8 @@ from slicecount.recording.traces import asgi_trace
 from slicecount.throttle.answers import Answer, Headers
 from slicecount.throttle.clients import Peer
 
-try:
+with extra_imports("asgi", "the ASGI middleware"):
     import anyio.to_thread
-except ModuleNotFoundError as exc:
-    raise MissingExtra("asgi", exc, "the ASGI middleware") from exc
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack  # typing.Unpack is 3.11+; only mypy reads it

@@ -36,7 +36,7 @@ from typing import Any, cast
 from slicecount.config import Settings
 from slicecount.core.exemplars import Trace
 from slicecount.core.histogram import DEFAULT_DURATION_BUCKETS
-from slicecount.errors import MissingExtra
+from slicecount.errors import extra_imports
 from slicecount.middleware.mapping import QueryMapping
 from slicecount.middleware.shell import (
     InFlight,
@@ -52,7 +52,7 @@ from slicecount.recording.traces import wsgi_trace
 from slicecount.throttle.answers import Answer, Headers
 from slicecount.throttle.clients import Peer
 
-try:
+with extra_imports("django", "the Django middleware"):
     from asgiref.sync import iscoroutinefunction, markcoroutinefunction
     from django.conf import settings as django_settings
     from django.conf.urls.i18n import is_language_prefix_patterns_used
@@ -61,8 +61,6 @@ try:
     from django.db.backends.base.base import BaseDatabaseWrapper
     from django.db.backends.signals import connection_created
     from django.http import HttpRequest, HttpResponse, HttpResponseBase
-except ModuleNotFoundError as exc:
-    raise MissingExtra("django", exc, "the Django middleware") from exc
 
 logger = logging.getLogger("slicecount")
 

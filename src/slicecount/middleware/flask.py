@@ -8,16 +8,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from slicecount.errors import MissingExtra
+from slicecount.errors import extra_imports
 from slicecount.middleware.mapping import UNMATCHED
 from slicecount.middleware.shell import Options, reusable
 from slicecount.middleware.wsgi import ROUTE_KEY, RouteResolver, SliceCountMiddleware
 
-try:
+with extra_imports("flask", "the Flask middleware"):
     from flask import Flask, Request
     from werkzeug.routing import Rule
-except ModuleNotFoundError as exc:
-    raise MissingExtra("flask", exc, "the Flask middleware") from exc
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack  # typing.Unpack is 3.11+; only mypy reads it

@@ -14,7 +14,7 @@ from typing import Any
 
 from slicecount.config import Settings
 from slicecount.core.histogram import DEFAULT_DURATION_BUCKETS
-from slicecount.errors import MissingExtra
+from slicecount.errors import extra_imports
 from slicecount.middleware.mapping import (
     DB_DURATION_METRIC,
     DB_QUERIES_METRIC,
@@ -26,11 +26,9 @@ from slicecount.middleware.shell import current_request
 from slicecount.recording.recorder import Recorder
 from slicecount.recording.source import RecorderSource
 
-try:
+with extra_imports("sqlalchemy", "the SQLAlchemy instrumentation"):
     from sqlalchemy import event
     from sqlalchemy.engine import Engine
-except ModuleNotFoundError as exc:
-    raise MissingExtra("sqlalchemy", exc, "the SQLAlchemy instrumentation") from exc
 
 logger = logging.getLogger("slicecount")
 

@@ -14,7 +14,7 @@ from collections.abc import Iterator, Sequence
 from typing import overload
 
 from slicecount.core.memo import remembered
-from slicecount.errors import MissingExtra
+from slicecount.errors import extra_imports
 from slicecount.promql.values import (
     EvaluationError,
     Labels,
@@ -25,11 +25,9 @@ from slicecount.promql.values import (
     remembered_key,
 )
 
-try:
+with extra_imports("datasource", "the PromQL engine of the datasource"):
     import numpy as np
     import numpy.typing as npt
-except ModuleNotFoundError as exc:
-    raise MissingExtra("datasource", exc, "the PromQL engine of the datasource") from exc
 
 Floats = npt.NDArray[np.float64]
 Ints = npt.NDArray[np.int64]

@@ -10,12 +10,10 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from slicecount.core.series import is_label_name
-from slicecount.errors import MissingExtra, QueryError
+from slicecount.errors import QueryError, extra_imports
 
-try:
+with extra_imports("datasource", "the PromQL engine of the datasource"):
     import re2
-except ModuleNotFoundError as exc:
-    raise MissingExtra("datasource", exc, "the PromQL engine of the datasource") from exc
 
 ValueType = Literal["scalar", "vector", "matrix", "string"]
 Card = Literal["one-to-one", "many-to-one", "one-to-many", "many-to-many"]

@@ -12,16 +12,14 @@ import math
 from collections.abc import Sequence
 
 from slicecount.core.memo import remembered
-from slicecount.errors import MissingExtra
+from slicecount.errors import extra_imports
 from slicecount.promql.arrays import Block, Floats, Ints, Mask, check_unique
 from slicecount.promql.ast import NAME_LABEL
 from slicecount.promql.functions import LE, bucket_quantile
 from slicecount.promql.values import Labels, key
 
-try:
+with extra_imports("datasource", "the PromQL engine of the datasource"):
     import numpy as np
-except ModuleNotFoundError as exc:
-    raise MissingExtra("datasource", exc, "the PromQL engine of the datasource") from exc
 
 Layout = tuple[float, ...]
 """A label set's bucket bounds, sorted (with repeats: equal bounds are added together)."""

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import cast
 
-from slicecount.errors import MissingExtra
+from slicecount.errors import extra_imports
 from slicecount.promql import aggregation, binary, buckets, functions, groups, pointwise
 from slicecount.promql.arrays import Block, Table, check_unique, concat
 from slicecount.promql.ast import (
@@ -34,10 +34,8 @@ from slicecount.promql.ast import (
 from slicecount.promql.values import EvaluationError, Grid, Raw, Series, Value, nameless
 from slicecount.promql.windows import KERNELS, elapsed_rate, instant, over_windows
 
-try:
+with extra_imports("datasource", "the PromQL engine of the datasource"):
     import numpy as np
-except ModuleNotFoundError as exc:
-    raise MissingExtra("datasource", exc, "the PromQL engine of the datasource") from exc
 
 Result = list[float] | Block | list[Series] | str
 """A scalar (a float per time), a vector (a block, or series), or a string."""

@@ -13,16 +13,14 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import TypeVar
 
 from slicecount.core.memo import remembered
-from slicecount.errors import MissingExtra
+from slicecount.errors import extra_imports
 from slicecount.promql import aggregation
 from slicecount.promql.arrays import Block, Floats, Ints, Mask, Sums, exact_sums, pairwise_sums
 from slicecount.promql.ast import Aggregate
 from slicecount.promql.values import Labels, key
 
-try:
+with extra_imports("datasource", "the PromQL engine of the datasource"):
     import numpy as np
-except ModuleNotFoundError as exc:
-    raise MissingExtra("datasource", exc, "the PromQL engine of the datasource") from exc
 
 A = TypeVar("A", Floats, Mask)
 VECTORISED = frozenset({"sum", "avg", "count", "min", "max", "group"})

@@ -10,17 +10,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from slicecount.errors import MissingExtra
+from slicecount.errors import extra_imports
 from slicecount.promql import binary
 from slicecount.promql.arrays import Block, Floats, Mask, check_unique
 from slicecount.promql.ast import Binary
 from slicecount.promql.typecheck import COMPARISONS
 from slicecount.promql.values import Labels, key, without_name
 
-try:
+with extra_imports("datasource", "the PromQL engine of the datasource"):
     import numpy as np
-except ModuleNotFoundError as exc:
-    raise MissingExtra("datasource", exc, "the PromQL engine of the datasource") from exc
 
 ARITHMETIC: dict[str, Callable[[Floats, Floats], Floats]] = {
     "+": np.add,

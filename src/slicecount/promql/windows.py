@@ -15,14 +15,12 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from slicecount.errors import MissingExtra
+from slicecount.errors import extra_imports
 from slicecount.promql.arrays import Block, Floats, Ints, Mask, Table, rounded, two_sum
 from slicecount.promql.values import Grid, Labels
 
-try:
+with extra_imports("datasource", "the PromQL engine of the datasource"):
     import numpy as np
-except ModuleNotFoundError as exc:
-    raise MissingExtra("datasource", exc, "the PromQL engine of the datasource") from exc
 
 Kernel = Callable[[Table, Ints, Ints, int, int], Floats]
 """(table, each window's start and end index, span, precision) -> n x windows values."""

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from slicecount.core.memo import remembered
-from slicecount.errors import MissingExtra
+from slicecount.errors import extra_imports
 from slicecount.promql.arrays import Block
 from slicecount.promql.ast import NAME_LABEL, Node, VectorSelector, walk
 from slicecount.promql.engine import Evaluator, Result, as_vector
@@ -34,10 +34,8 @@ from slicecount.reads.chunks import Read
 from slicecount.reads.listing import SeriesInfo
 from slicecount.reads.sharing import all_done
 
-try:
+with extra_imports("datasource", "the datasource"):
     import anyio.to_thread
-except ModuleNotFoundError as exc:
-    raise MissingExtra("datasource", exc, "the datasource") from exc
 
 Listing = Callable[[Sequence[SeriesInfo], Sequence[SeriesInfo]], Catalogue]
 """Builds the names a surface's selectors match from every counter and unique series."""

@@ -14,17 +14,14 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import NamedTuple, TypeVar
 
 from slicecount.core.memo import remembered
+from slicecount.errors import extra_imports
 from slicecount.promql.arrays import Floats, Ints, Table
 from slicecount.promql.values import Labels
 from slicecount.query.catalogue import Derived
 from slicecount.reads.chunks import Read, Slices, row_index
 
-try:
+with extra_imports("datasource", "the datasource"):
     import numpy as np
-except ModuleNotFoundError as exc:  # pragma: no cover - the engine's import says it first
-    from slicecount.errors import MissingExtra
-
-    raise MissingExtra("datasource", exc, "the datasource") from exc
 
 
 K = TypeVar("K")

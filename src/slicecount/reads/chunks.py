@@ -11,22 +11,18 @@ from collections.abc import Mapping, Sequence
 from typing import NamedTuple
 
 from slicecount.core.memo import remembered
-from slicecount.errors import MissingExtra
+from slicecount.errors import extra_imports
 from slicecount.operations.unique_reading import Group
 from slicecount.promql.arrays import Ints
 from slicecount.reads.decoding import Matrix, slices_matrix
 from slicecount.reads.sealed import SealedFrames
 from slicecount.store.asyncio import AsyncStore
 
-try:
+with extra_imports("datasource", "the datasource"):
     import anyio.to_thread
-except ModuleNotFoundError as exc:
-    raise MissingExtra("datasource", exc, "the datasource") from exc
 
-try:
+with extra_imports("datasource", "the datasource"):
     import numpy as np
-except ModuleNotFoundError as exc:  # pragma: no cover - the engine's import says it first
-    raise MissingExtra("datasource", exc, "the datasource") from exc
 
 
 class Slices(NamedTuple):
@@ -117,11 +113,11 @@ def start_reads(
         async with gate:
             if not blocks:
                 return await store.read(part, precision, first, last)
-            held = sealed.lookup(part, stored, first, end) if sealed is not None else {}
-            generations = {s: entry.generation for s, entry in held.items()}
+            held = sealed.lookup(part, stored, first, end) if sealed is not None else None
+            generations = held.generations if held is not None else None
             found = await store.read_stored(part, stored, first, end - stored, generations)
         if sealed is not None:
-            found = sealed.completed(found, held, stored, first, end)
+            found = sealed.completed(part, found, held, stored, first, end)
 
         def decode() -> Matrix:
             return slices_matrix(found, stored, first, end, precision // stored)

@@ -15,13 +15,11 @@ from collections.abc import Sequence
 
 from slicecount.core.frames import FRAME_SLICES, WIDTHS, BlockError
 from slicecount.core.spans import Spans
-from slicecount.errors import MissingExtra
+from slicecount.errors import extra_imports
 
-try:
+with extra_imports("datasource", "the datasource"):
     import numpy as np
     import numpy.typing as npt
-except ModuleNotFoundError as exc:
-    raise MissingExtra("datasource", exc, "the datasource") from exc
 
 Matrix = npt.NDArray[np.int64]
 _UNSIGNED = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}

@@ -32,17 +32,15 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from slicecount.core.exemplars import Trace
-from slicecount.errors import MissingExtra
+from slicecount.errors import extra_imports
 from slicecount.recording import lifecycle
 from slicecount.recording.traces import traced
 from slicecount.workers.counting import TaskCounter
 from slicecount.workers.runs import FAILED, REJECTED, RETRIED, REVOKED, SUCCEEDED, TASK_BUCKETS
 
-try:
+with extra_imports("celery", "the Celery instrumentation"):
     from celery import Celery, signals
     from celery.exceptions import TimeLimitExceeded, WorkerLostError
-except ModuleNotFoundError as exc:
-    raise MissingExtra("celery", exc, "the Celery instrumentation") from exc
 
 if TYPE_CHECKING:
     from slicecount.config import Settings

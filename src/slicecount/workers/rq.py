@@ -25,19 +25,17 @@ from datetime import datetime
 from typing import Any, ClassVar
 
 from slicecount.core.exemplars import Trace
-from slicecount.errors import MissingExtra
+from slicecount.errors import extra_imports
 from slicecount.recording import lifecycle
 from slicecount.recording.traces import traced
 from slicecount.workers.counting import TaskCounter
 from slicecount.workers.runs import FAILED, RETRIED, REVOKED, SUCCEEDED
 
-try:
+with extra_imports("rq", "the RQ worker"):
     import rq
     from rq.job import Job, JobStatus
     from rq.queue import Queue
     from rq.worker import BaseWorker
-except ModuleNotFoundError as exc:
-    raise MissingExtra("rq", exc, "the RQ worker") from exc
 
 STATES = {
     JobStatus.FINISHED: SUCCEEDED,

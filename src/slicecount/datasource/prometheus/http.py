@@ -14,12 +14,10 @@ from slicecount.datasource.prometheus.params import Params
 from slicecount.promql.values import EvaluationError
 from slicecount.reads.reader import Reader
 
-try:
+with errors.extra_imports("datasource", "the datasource"):
     from starlette.requests import Request
     from starlette.responses import Response
     from starlette.routing import BaseRoute, Route
-except ModuleNotFoundError as exc:
-    raise errors.MissingExtra("datasource", exc, "the datasource") from exc
 
 logger = logging.getLogger("slicecount.datasource")
 

@@ -18,14 +18,11 @@ from typing import Any, NamedTuple, cast
 from slicecount.core.histogram import LE_LABEL
 from slicecount.datasource.numbers import datapoint_items
 from slicecount.datasource.render import Fragment
+from slicecount.errors import extra_imports
 from slicecount.promql.arrays import Floats
 
-try:
+with extra_imports("datasource", "the datasource"):
     import numpy as np
-except ModuleNotFoundError as exc:  # pragma: no cover - the engine's import says it first
-    from slicecount.errors import MissingExtra
-
-    raise MissingExtra("datasource", exc, "the datasource") from exc
 
 Value = int | float | None
 
