@@ -14,6 +14,8 @@ from collections.abc import Callable, Hashable, Sequence
 from typing import TypeVar
 
 T = TypeVar("T")
+A = TypeVar("A")
+B = TypeVar("B")
 REMEMBERED = 200_000
 """What the entries hold at most, a collection counting as its length (a list of a thousand
 series: a thousand; an empty one: one), anything else as one (a dashboard's panels need a
@@ -38,3 +40,13 @@ def remembered(what: Hashable, members: Sequence[object], make: Callable[[], T])
     _entries[key] = (made, list(members))
     _held[0] += weight
     return made
+
+
+def by_identity(function: Callable[[A, B], T]) -> Callable[[A, B], T]:
+    """``function`` of two arguments, remembered by their identity (``remembered``)."""
+
+    def remembering(first: A, second: B) -> T:
+        return remembered(function, [first, second], lambda: function(first, second))
+
+    remembering.__doc__, remembering.__name__ = function.__doc__, function.__name__
+    return remembering

@@ -38,7 +38,8 @@ with extra_imports("datasource", "the datasource"):
     import anyio.to_thread
 
 Listing = Callable[[Sequence[SeriesInfo], Sequence[SeriesInfo]], Catalogue]
-"""Builds the names a surface's selectors match from every counter and unique series."""
+"""Builds the names a surface's selectors match from every counter and unique series (each
+surface remembers its catalogue of the discovery cache's lists: ``memo.by_identity``)."""
 
 
 @dataclass(frozen=True)
@@ -84,11 +85,7 @@ async def _run(
     distinct: Sequence[SeriesInfo] = ()
     if any(wanted):
         counters, distinct = await queryable.listings()
-    catalogue = (
-        remembered(names, [counters, distinct], lambda: names(counters, distinct))
-        if any(wanted)
-        else Catalogue({}, ())
-    )
+    catalogue = names(counters, distinct) if any(wanted) else Catalogue({}, ())
     settings, limits = queryable.settings, queryable.limits
     drafts = planning.drafts(
         queries,

@@ -126,8 +126,8 @@ def choose(
         """(the oldest boundary kept, the oldest the query reads, the first it reads)."""
         found = known.get(p)
         if found is None:
-            kept = oldest_kept(p, retention(p), now)
             earliest = _earliest(wanted, start, p)
+            kept = oldest_kept(p, retention(p), now)
             first = kept if any(need.absolute for need in wanted) else max(kept, earliest)
             found = known[p] = (kept, earliest, first)
         return found

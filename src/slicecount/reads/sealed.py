@@ -27,12 +27,10 @@ from dataclasses import dataclass, field
 
 from slicecount.core.frames import FRAME_SLICES
 from slicecount.core.spans import HELD, LENGTH, Spans
-from slicecount.errors import MissingExtra
+from slicecount.errors import extra_imports
 
-try:
+with extra_imports("datasource", "the datasource"):
     import numpy as np
-except ModuleNotFoundError as exc:  # pragma: no cover - the engine's import says it first
-    raise MissingExtra("datasource", exc, "the datasource") from exc
 
 META = np.dtype([("start", "<i8"), ("frames", "<i4"), ("open", "<i4"), ("generation", "<u4")])
 """``spans.META`` as a numpy record."""
@@ -112,10 +110,10 @@ class SealedFrames:
             return Spans(
                 found.ids, whole.tobytes(), held.spans.lengths, held.spans.frames, found.opened
             )
+        if reused and held is None:
+            raise ValueError(f"{reused} series' frames left unread that were not held")
         if held is not None and reused:
             found = _merged(found, meta, kept, held.spans)
-        else:
-            assert not reused, "frames left unread that were not held"
         lo, hi = frame_span(precision, first, end)
         generations = np.frombuffer(found.meta, dtype=META)["generation"].tolist()
         frames = Spans(found.ids, found.meta, found.lengths, found.frames, b"")

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from slicecount.core.memo import by_identity
 from slicecount.datasource.prometheus import results
 from slicecount.datasource.prometheus.params import BadData, Params
 from slicecount.datasource.render import Rendered, pieces
@@ -107,6 +108,7 @@ async def evaluate(
     return Rendered(await run(reader, [query], prometheus_names, finish))
 
 
+@by_identity  # a dashboard's requests ask with the discovery cache's same lists
 def prometheus_names(counters: Sequence[SeriesInfo], uniques: Sequence[SeriesInfo]) -> Catalogue:
     """The names PromQL selectors match: every stored metric as Prometheus exposes it."""
     return Catalogue.of({s.name for s in counters}, {s.name for s in uniques})

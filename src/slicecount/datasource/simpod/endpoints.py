@@ -11,6 +11,7 @@ import asyncio
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from slicecount.core.memo import by_identity
 from slicecount.core.slices import slice_starts
 from slicecount.datasource.render import Rendered, pieces
 from slicecount.datasource.simpod import pickers, rewrites, shapes, targets
@@ -102,6 +103,7 @@ async def query(reader: Reader, body: Body) -> Rendered:
         raise LimitExceeded(str(exc)) from None
 
 
+@by_identity  # a dashboard's requests ask with the discovery cache's same lists
 def _names(counters: Sequence[SeriesInfo], uniques: Sequence[SeriesInfo]) -> Catalogue:
     return targets.catalogue((s.name for s in counters), (s.name for s in uniques))
 
