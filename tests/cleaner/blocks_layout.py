@@ -4,11 +4,13 @@ truth as readers see it (block + open hash, at every precision)."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping
 from typing import Any
 
 import redis
 
+from slicecount.cleaner.compaction import Compaction, Compactor
 from slicecount.config import Settings
 from slicecount.core import blocks
 from slicecount.core.keys import KeySpace
@@ -94,3 +96,16 @@ def expected(settings: Settings, counts: Mapping[int, int]) -> dict[int, dict[in
             start = second - second % p
             out[p][start] = out[p].get(start, 0) + n
     return {p: {s: n for s, n in slices.items() if n} for p, slices in out.items()}
+
+
+def racing_cleaner(
+    settings: Settings, clock: list[int], stop: threading.Event, passes: list[Compaction]
+) -> None:
+    """A cleaner of its own passing at ``clock[0]`` again and again until ``stop`` is set,
+    each pass's outcome kept in ``passes`` (run it in threads, beside others)."""
+    with Store(settings) as own:
+        compactor = Compactor(own)
+        while not stop.is_set():
+            done = compactor.run(clock[0])
+            assert done is not None
+            passes.append(done)

@@ -4,6 +4,7 @@ drops frames and empty series, racing cleaners double nothing, foreign data is l
 
 from __future__ import annotations
 
+import functools
 import random
 import threading
 import time
@@ -14,7 +15,7 @@ import pytest
 import redis
 
 from slicecount.cleaner import Cleaner
-from slicecount.cleaner.compaction import Compaction, Compactor
+from slicecount.cleaner.compaction import Compaction
 from slicecount.config import Settings
 from slicecount.core.frames import FRAME_SLICES
 from slicecount.core.keys import KeySpace
@@ -29,6 +30,7 @@ from tests.cleaner.blocks_layout import (
     expected,
     open_fields,
     open_write,
+    racing_cleaner,
     stored,
     write_open,
 )
@@ -251,15 +253,8 @@ def test_three_cleaners_racing_writers_lose_and_double_nothing(
                 clock[0] = NOW + step // 5
         stop.set()
 
-    conflicts: list[int] = []
-
-    def clean() -> None:
-        with Store(settings) as own:
-            compactor = Compactor(own)
-            while not stop.is_set():
-                done = compactor.run(clock[0])
-                assert done is not None
-                conflicts.append(done.conflicts)
+    passes: list[Compaction] = []
+    clean = functools.partial(racing_cleaner, settings, clock, stop, passes)
 
     threads = [threading.Thread(target=write)] + [threading.Thread(target=clean) for _ in range(3)]
     for thread in threads:
@@ -273,7 +268,8 @@ def test_three_cleaners_racing_writers_lose_and_double_nothing(
             diff = {s: (got[p].get(s), wanted[p].get(s)) for s in got[p].keys() | wanted[p].keys()}
             assert {s: d for s, d in diff.items() if d[0] != d[1]} == {}, (sid, p)
         assert open_fields(store, sid) == 0
-    print(f"{len(conflicts)} compactions, {sum(conflicts)} splices skipped on a conflict")
+    skipped = sum(p.conflicts for p in passes)
+    print(f"{len(passes)} compactions, {skipped} splices skipped on a conflict")
 
 
 def test_foreign_data_is_left_alone_and_the_other_series_are_compacted(

@@ -13,14 +13,21 @@ from collections.abc import Mapping, Sequence
 
 import pytest
 
-from slicecount.cleaner.compaction import Compactor
+from slicecount.cleaner.compaction import Compaction, Compactor
 from slicecount.config import Settings
 from slicecount.config.request_limits import Limits
 from slicecount.reads.chunks import Slices
 from slicecount.reads.reader import Reader
 from slicecount.store import Store
 from slicecount.store.asyncio import AsyncStore
-from tests.cleaner.blocks_layout import blocks_settings, expected, open_write, stored, write_open
+from tests.cleaner.blocks_layout import (
+    blocks_settings,
+    expected,
+    open_write,
+    racing_cleaner,
+    stored,
+    write_open,
+)
 
 pytestmark = pytest.mark.layouts("blocks")
 
@@ -182,15 +189,7 @@ def test_three_cleaners_racing_while_a_dashboard_refreshes_lose_and_double_nothi
     rng = random.Random(5)
     clock = [NOW]
     stop = threading.Event()
-    passes: list[int] = []
-
-    def clean() -> None:
-        with Store(settings) as own:
-            compactor = Compactor(own)
-            while not stop.is_set():
-                done = compactor.run(clock[0])
-                assert done is not None
-                passes.append(done.compacted)
+    passes: list[Compaction] = []
 
     async def dashboard() -> None:
         async with AsyncStore(settings) as own:
@@ -208,7 +207,10 @@ def test_three_cleaners_racing_while_a_dashboard_refreshes_lose_and_double_nothi
                         assert got[sid] == slices_of(settings, written[sid], first, last), sid
             assert reader.sealed.reused > 0 and reader.sealed.fetched > len(SERIES)
 
-    cleaners = [threading.Thread(target=clean) for _ in range(3)]
+    cleaners = [
+        threading.Thread(target=racing_cleaner, args=(settings, clock, stop, passes))
+        for _ in range(3)
+    ]
     for thread in cleaners:
         thread.start()
     try:
@@ -217,4 +219,4 @@ def test_three_cleaners_racing_while_a_dashboard_refreshes_lose_and_double_nothi
         stop.set()
         for thread in cleaners:
             thread.join()
-    assert sum(passes) > 0  # the cleaners did move counts while the dashboard read
+    assert sum(p.compacted for p in passes) > 0  # they moved counts while the dashboard read
