@@ -20,9 +20,10 @@ from starlette.testclient import TestClient
 from slicecount.config import Settings
 from slicecount.core import blocks, splices
 from slicecount.core.slices import slice_starts
+from slicecount.core.spans import HELD, META, Spans
 from slicecount.datasource.app import create_app
 from slicecount.operations import block_reading
-from slicecount.operations.batches import Batch, Operation
+from slicecount.operations.batches import Batch, Operation, ScriptCall
 from slicecount.operations.chunking import Chunk
 from slicecount.reads.decoding import slices_matrix
 from slicecount.recording.outbox import Outbox
@@ -184,6 +185,104 @@ def test_open_fields_that_are_not_plain_integers_are_left_out_by_both_readers(
     assert slices_matrix(stored, 1, T0, T0 + 5).tolist() == [
         [3, 1, 0, 0, 0], [4, 0, 0, 0, -1], [0, 0, 5, 0, 0],
     ]  # fmt: skip
+
+
+def test_a_read_holding_the_frames_keeps_the_open_fields_the_script_keeps(
+    store: Store, redis_client: redis.Redis
+) -> None:
+    """A read holding every series' frames reads the open hashes with plain HGETALLs, not the
+    script (``block_reading.stored``): it keeps the same fields, the plain and the foreign
+    ones alike (a field with a space in it, an empty one, a signed or hexadecimal one)."""
+    ids = ["a", "b", "c"]
+    store.apply({s: {T0 - 100: 4, T0: 6} for s in ids})
+    for series_id in ids:
+        seal(redis_client, store, series_id, T0 - 50)
+    opened = store.keys.open
+    redis_client.hset(
+        opened("a"),
+        mapping={"note": "x", str(T0 + 3): "2.5", "7" * 25: "1", f"{T0 + 1} 2": "3", "": "4"},
+    )
+    redis_client.hset(opened("b"), mapping={str(T0 + 4): "-1", "+5": "1", "0x10": "2"})
+    redis_client.hset(opened("c"), "8" * 20, "1")
+    script = store.read_stored(ids, 1, T0 - 100, T0 + 5)
+    generations = {
+        s: g for s, (_, _, _, g) in zip(script.ids, META.iter_unpack(script.meta), strict=True)
+    }
+    assert all(generations.values())
+    held = store.read_stored(ids, 1, T0 - 100, T0 + 5, generations)
+    assert [frames for _, frames, _, _ in META.iter_unpack(held.meta)] == [HELD] * 3
+    assert held.opened == script.opened
+    assert held.opened.split() == [str(n).encode() for n in (T0, 6, T0, 6, T0 + 4, -1, T0, 6)]
+
+
+@pytest.mark.parametrize("moment", ["before", "between", "after"])
+def test_a_read_holding_the_frames_is_exact_whenever_the_cleaner_runs(
+    store: Store, redis_client: redis.Redis, moment: str
+) -> None:
+    """The cleaner seals before the read, between its open hashes and its blocks'
+    generations, or after it: the counts are exact, and a block rewritten before the
+    generations were read is read again, frames and hash, by the script."""
+    ids = ["a", "b"]
+    truth = {s: {T0 - 100: 4, T0 - 10: 5, T0: 6} for s in ids}
+    store.apply(truth)
+    seal(redis_client, store, "a", T0 - 50)
+    seal(redis_client, store, "b", T0 - 50)
+    first, end = T0 - 100, T0 + 5
+    script = store.read_stored(ids, 5, first, end)
+    generations = {
+        s: g for s, (_, _, _, g) in zip(script.ids, META.iter_unpack(script.meta), strict=True)
+    }
+    read = block_reading.stored(store.context, ids, 5, first, end, generations)
+    block = store.keys.block("a")
+    ahead_of: dict[str, Callable[[Any], bool]] = {
+        "before": lambda command: True,
+        "between": lambda command: isinstance(command, ScriptCall) and block in command.keys,
+        "after": lambda command: False,
+    }
+    sealing = lambda: seal(redis_client, store, "a", T0 + 1)  # noqa: E731
+    found, sent = drive_commands(store, read, ahead_of[moment], sealing)
+    frames = [n for _, n, _, _ in META.iter_unpack(found.meta)]
+    if moment == "after":  # the frames held and the hashes before the pass: one moment's
+        assert (frames, sent) == ([HELD, HELD], 1)
+        assert found.opened.split() == [str(n).encode() for n in (T0 - 10, 5, T0, 6) * 2]
+        return
+    assert (frames[1], sent) == (HELD, 2)  # b's block was not rewritten: still held
+    pairs = META.unpack(found.meta[: META.size])[2]
+    mine = b" ".join(found.opened.split()[: 2 * pairs])
+    a = Spans(["a"], found.meta[: META.size], found.lengths, found.frames, mine)
+    assert slices_matrix(a, 5, first, end).tolist() == [
+        [n or 0 for n in expected(truth["a"], 5, first, T0)]
+    ]
+    assert found.opened.split()[-4:] == [str(n).encode() for n in (T0 - 10, 5, T0, 6)]
+
+
+def drive_commands(
+    store: Store,
+    operation: Operation[T],
+    ahead_of: Callable[[Any], bool],
+    between: Callable[[], object],
+) -> tuple[T, int]:
+    """Run ``operation``, its first batch a command at a time with ``between()`` ahead of the
+    first command ``ahead_of`` picks (after them all if none); its result and its round trips
+    (batches)."""
+    batch = next(operation)
+    replies: list[Any] = []
+    pending = True
+    for command in batch.commands:
+        if pending and ahead_of(command):
+            between()
+            pending = False
+        replies += store.run(_one(Batch([command], raw=batch.raw)))
+    if pending:
+        between()
+    sent = 1
+    while True:
+        try:
+            batch = operation.send(replies)
+        except StopIteration as done:
+            return done.value, sent
+        replies = store.run(_one(batch))
+        sent += 1
 
 
 def test_the_read_script_finds_what_the_codec_finds_in_long_blocks_of_many_series(

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
+import time
 
 import pytest
 
@@ -66,5 +69,35 @@ def test_async_bulk_write_survives_a_restart_and_reports_aborts(
             await astore.client.config_set("maxmemory", 0)
             assert await astore.apply({"x": {T0: 5}}) == 0
             assert await astore.get("x", 1) == [(T0, 5)]
+
+    asyncio.run(scenario())
+
+
+def test_a_redis_that_stops_answering_mid_batch_fails_the_read_in_its_socket_timeout(
+    private_redis: EmbeddedRedis,
+) -> None:
+    """A batch's replies share one deadline (``AsyncStore._round_trip``): a Redis silent for
+    ``socket_timeout`` fails the read with a StoreError, the half-read connection is not
+    reused, and the store reads again once Redis is back."""
+    ids = [f'x{{n="{i}"}}' for i in range(300)]
+
+    async def scenario() -> None:
+        async with AsyncStore.from_url(
+            private_redis.url, layout="blocks", socket_timeout=0.5
+        ) as astore:
+            await astore.apply({s: {T0: 1} for s in ids})
+            pid = private_redis.pid
+            assert pid is not None
+            os.kill(pid, signal.SIGSTOP)
+            started = time.monotonic()
+            try:
+                with pytest.raises(StoreError):
+                    await astore.read_stored(ids, 1, T0, T0 + 1)
+                took = time.monotonic() - started
+            finally:
+                os.kill(pid, signal.SIGCONT)
+            assert 0.4 < took < 5
+            found = await astore.read_stored(ids, 1, T0, T0 + 1)
+            assert {dict(stored.open)[T0] for stored in found.each().values()} == {1}
 
     asyncio.run(scenario())

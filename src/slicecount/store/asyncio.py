@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import math
+import sys
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
@@ -35,6 +37,19 @@ from slicecount.store.replies import ReplyReader, ScriptMissing
 from slicecount.store.routing import split
 from slicecount.store.wire import LOAD_SCRIPTS, MOVED, Clients, StoreBase, connect, pack
 
+if sys.version_info >= (3, 11, 3):
+    from asyncio import timeout as deadline  # type: ignore[attr-defined, unused-ignore]
+
+    def move(window: Any, when: float) -> None:
+        window.reschedule(when)
+
+else:  # asyncio's is broken before 3.11.3 (redis-py#2633); redis requires this one there
+    from async_timeout import timeout as deadline
+
+    def move(window: Any, when: float) -> None:
+        window.update(when)
+
+
 P = ParamSpec("P")
 T = TypeVar("T")
 
@@ -50,6 +65,9 @@ def _awaiting(
 
     return method
 
+
+PROGRESS = 64
+"""Replies read between two moves of a batch's deadline."""
 
 CLIENTS = Clients(aioredis.Redis, AsyncSentinel, AsyncCluster, AsyncClusterNode)
 
@@ -153,14 +171,29 @@ class AsyncStore(StoreBase["aioredis.Redis | AsyncCluster"]):
 
     @staticmethod
     async def _round_trip(connection: Any, batch: Batch) -> list[Any]:
+        """Send a batch and read its replies. A batch's replies share one deadline, moved on
+        every PROGRESS replies: redis-py's own read timeout, set up and torn down at each
+        reply, cost a refresh reading its open hashes (thousands of small replies) more
+        than Redis took to send them. Redis silent for ``socket_timeout`` still fails it."""
         reader = ReplyReader(batch)
         await connection.send_packed_command([pack(batch)])
-        for _ in range(reader.expected):
-            try:
-                reply = await connection.read_response(disable_decoding=batch.raw)
-            except redis.ResponseError as error:
-                reply = refusal(error)
-            reader.feed(reply)
+        wait: float | None = connection.socket_timeout
+        loop = asyncio.get_running_loop()
+        try:
+            async with deadline(wait) as window:
+                for k in range(reader.expected):
+                    if wait is not None and k % PROGRESS == 0:
+                        move(window, loop.time() + wait)
+                    try:
+                        reply = await connection.read_response(
+                            disable_decoding=batch.raw, timeout=math.inf
+                        )
+                    except redis.ResponseError as error:
+                        reply = refusal(error)
+                    reader.feed(reply)
+        except TimeoutError as silent:
+            await connection.disconnect(nowait=True)  # mid-reply: never reused
+            raise redis.TimeoutError(f"no reply from Redis for {wait} s") from silent
         return reader.result()
 
     async def ping(self) -> bool:

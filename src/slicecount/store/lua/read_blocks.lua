@@ -98,9 +98,9 @@ local function frames(block)
   return 0, 0, '', '', generation
 end
 
-local concat, find, format = table.concat, string.find, string.format
+local concat, find, format, match = table.concat, string.find, string.format, string.match
 -- the open fields as text: joined as they are, or (anything but plain integers of up to 18
--- digits: a foreign field) the integers alone, one by one
+-- digits: a foreign field) the integers alone, one by one, as block_reading.py keeps them
 local function open_text(flat)
   if type(flat) ~= 'table' or flat.err or #flat == 0 then return 0, '' end
   local text = concat(flat, ' ')
@@ -108,14 +108,16 @@ local function open_text(flat)
   -- position of every second's 10 digits, half of a held read's time
   local plain = not find(text, '[^0-9 ]')
   for j = 1, plain and #flat or 0 do
-    if #flat[j] > 18 then plain = false; break end
+    local n = #flat[j]
+    if n > 18 or n == 0 or find(flat[j], ' ', 1, true) then plain = false; break end
   end
   if plain then return #flat / 2, text end
   local kept, k = {}, 0
   for j = 1, #flat, 2 do
-    local second, n = tonumber(flat[j]), tonumber(flat[j + 1])
-    if second and n and second % 1 == 0 and n % 1 == 0 and math.abs(second) < 2^53
-        and math.abs(n) < 2^53 then
+    local a, b = flat[j], flat[j + 1]
+    local second = match(a, '^%-?%d+$') and tonumber(a)
+    local n = match(b, '^%-?%d+$') and tonumber(b)
+    if second and n and math.abs(second) < 2^53 and math.abs(n) < 2^53 then
       k = k + 1
       kept[k] = format('%.0f %.0f', second, n)
     end
