@@ -9,8 +9,9 @@ step first: each point is then one slice (exact in exact mode), not a union of s
 
 from __future__ import annotations
 
+import functools
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from slicecount.config import Settings
@@ -66,11 +67,23 @@ def needs(node: Node, point: float = 0.0) -> list[Need]:
 @dataclass(frozen=True)
 class Choice:
     """The grid a query is evaluated on and what was chosen; ``stored``: the precision its
-    slices are read at (0: the grid's), of which the grid's slices are whole sums."""
+    slices are read at (0: the grid's), of which the grid's slices are whole sums. What was
+    chosen and rounded is worded (``infos``) only for an answer that says it: the simPod
+    targets' answers never do."""
 
     grid: Grid
-    infos: tuple[str, ...]
+    wanted: tuple[Need, ...] = ()
+    step: float | None = None
     stored: int = 0
+    retained: int = 0  # seconds of slices the precision read keeps
+    # no precision covers the query: (the one chosen, the oldest boundary read, its oldest kept)
+    uncovered: tuple[int, int, int] | None = None
+
+    @functools.cached_property
+    def infos(self) -> tuple[str, ...]:
+        if not self.wanted:
+            return ()
+        return tuple(dict.fromkeys(_worded(self)))
 
     @property
     def precision(self) -> int:
@@ -117,7 +130,7 @@ def choose(
     if not wanted:  # no selector (Grafana's 1+1 health check): no slice is read
         p = settings.precisions[0]
         newest = slice_start(now, p) + p
-        return Choice(Grid(tuple(times), p, newest, newest, newest), ())
+        return Choice(Grid(tuple(times), p, newest, newest, newest))
 
     known: dict[int, tuple[int, int, int]] = {}
     retention = settings.unique_retention_for if distinct else settings.retention_for
@@ -140,10 +153,11 @@ def choose(
         return max(0, (last - edges(p)[2]) // p)
 
     covering = [p for p in precisions if oldest(p) <= edges(p)[1] and slices(p) <= max_slices]
-    infos: list[str] = []
     chosen = None
+    uncovered = None
     if _totals_only(wanted, times, step, among, partial):
-        longest = _longest_kept(settings, precisions, now)
+        # the precision kept longest (the finest of equals): there is no window to divide
+        longest = min(precisions, key=lambda p: (oldest(p), p))
         covering = [longest] if oldest(longest) <= edges(longest)[1] else []
     for rank in (1, 0):  # dividing windows and step, then windows only
         dividing = [p for p in covering if _divides(wanted, step, p)[rank]]
@@ -158,10 +172,7 @@ def choose(
     if chosen is None:
         fitting = [p for p in precisions if slices(p) <= max_slices]
         chosen = fitting[-1] if fitting else precisions[-1]
-        infos.append(
-            f"no precision keeps slices back to {edges(chosen)[1]}: precision "
-            f"{chosen} s keeps them from {oldest(chosen)}; earlier times have no samples"
-        )
+        uncovered = (chosen, edges(chosen)[1], oldest(chosen))
     p = summed = chosen
     if settings.layout == "blocks" and among is None and not partial and not distinct:
         summed = grouped(wanted, times, step, p, edges(p)[2])
@@ -170,32 +181,6 @@ def choose(
             q
             for q in [p, *covering]
             if summed % q == 0 and FRAME_SLICES % (summed // q) == 0 and edges(q)[2] == edges(p)[2]
-        )
-    retained = format_duration(p * retention(p))
-    infos.insert(0, f"answered from the slices of precision {p} s ({retained} retained)")
-    for need in wanted:
-        rounded = window(need.span, p)
-        if need.distinct:
-            many = f"the union of the {rounded // p} slices" if rounded > p else "the slice"
-            infos.append(
-                f"a unique series' point is the distinct count of {many} of {p} s ending with "
-                "it; sum over unique series is their union"
-            )
-        elif need.span and rounded != need.span:
-            infos.append(
-                f"range [{format_duration(need.span)}] is not a whole number of {p} s slices: "
-                f"counted over [{format_duration(rounded)}]"
-            )
-        offset = need.selector.offset
-        if offset % p:
-            infos.append(
-                f"offset {format_duration(offset)} is not a whole number of {p} s slices: "
-                "each time reads up to the end of the slice holding it, offset"
-            )
-    if step is not None and step % p and len(times) > 1:
-        infos.append(
-            f"step {format_duration(step)} is not a multiple of the precision {p} s: "
-            f"values change once per slice"
         )
     grid = Grid(
         tuple(times),
@@ -207,7 +192,44 @@ def choose(
         partial=partial,
         point=int(step or 0) if partial else 0,
     )
-    return Choice(grid, tuple(dict.fromkeys(infos)), stored=p)
+    return Choice(grid, tuple(wanted), step, p, p * retention(p), uncovered)
+
+
+def _worded(choice: Choice) -> Iterator[str]:
+    """What a choice chose and rounded, in words (``Choice.infos``)."""
+    p, step = choice.read_precision, choice.step
+    retained = format_duration(choice.retained)
+    yield f"answered from the slices of precision {p} s ({retained} retained)"
+    if choice.uncovered is not None:
+        chosen, earliest, kept = choice.uncovered
+        yield (
+            f"no precision keeps slices back to {earliest}: precision {chosen} s keeps them "
+            f"from {kept}; earlier times have no samples"
+        )
+    for need in choice.wanted:
+        rounded = window(need.span, p)
+        if need.distinct:
+            many = f"the union of the {rounded // p} slices" if rounded > p else "the slice"
+            yield (
+                f"a unique series' point is the distinct count of {many} of {p} s ending with "
+                "it; sum over unique series is their union"
+            )
+        elif need.span and rounded != need.span:
+            yield (
+                f"range [{format_duration(need.span)}] is not a whole number of {p} s slices: "
+                f"counted over [{format_duration(rounded)}]"
+            )
+        offset = need.selector.offset
+        if offset % p:
+            yield (
+                f"offset {format_duration(offset)} is not a whole number of {p} s slices: "
+                "each time reads up to the end of the slice holding it, offset"
+            )
+    if step is not None and step % p and len(choice.grid.times) > 1:
+        yield (
+            f"step {format_duration(step)} is not a multiple of the precision {p} s: "
+            f"values change once per slice"
+        )
 
 
 def grouped(
@@ -245,11 +267,6 @@ def _totals_only(
     longest, whatever its slice (there is no window to divide)."""
     instant = step is None and len(times) == 1 and among is None and not partial
     return instant and all(n.span == 0 and n.absolute and not n.distinct for n in wanted)
-
-
-def _longest_kept(settings: Settings, precisions: Sequence[int], now: float) -> int:
-    """The precision whose retention reaches furthest back (the finest of equals)."""
-    return min(precisions, key=lambda p: (oldest_kept(p, settings.retention_for(p), now), p))
 
 
 def last_boundary(grid: Grid, wanted: Sequence[Need]) -> int:
