@@ -12,6 +12,7 @@ import math
 from bisect import bisect_left
 from collections.abc import Callable, Sequence
 from itertools import pairwise
+from typing import NamedTuple
 
 from slicecount.core.series import Labels, LabelValue, validate_name
 from slicecount.errors import ConfigurationError
@@ -64,6 +65,14 @@ def check_buckets(buckets: Sequence[float]) -> tuple[float, ...]:
     return tuple(bounds)
 
 
+class HistogramIds(NamedTuple):
+    """The series ids of one label set of a histogram: each bucket's, in ``les`` order, and
+    the sum's."""
+
+    buckets: tuple[str, ...]
+    total: str
+
+
 class HistogramLayout:
     """The series names and bucket lookup of one histogram metric."""
 
@@ -78,11 +87,11 @@ class HistogramLayout:
 
     def series_ids(
         self, series_id: Callable[[str, dict[str, LabelValue]], str], labels: Labels
-    ) -> tuple[tuple[str, ...], str]:
+    ) -> HistogramIds:
         """The ids of every bucket (in ``les`` order) and of the sum, for one label set,
         through ``series_id`` (a Recorder's: validated and cardinality-guarded)."""
         buckets = tuple(series_id(self.bucket_name, {**labels, LE_LABEL: le}) for le in self.les)
-        return buckets, series_id(self.sum_name, dict(labels))
+        return HistogramIds(buckets, series_id(self.sum_name, dict(labels)))
 
     def bucket_index(self, value: float) -> int:
         """Index into ``les`` of the bucket that holds ``value`` (bounds are inclusive)."""

@@ -41,7 +41,7 @@ def murmurhash64a(data: bytes, seed: int = SEED) -> int:
     h = (seed ^ (n * _M)) & _MASK
     blocks = n >> 3
     if blocks:
-        for k in _words(data, blocks):
+        for k in _BLOCKS[blocks].unpack_from(data) if blocks < 64 else _words(data, blocks):
             k = (k * _M) & _MASK
             h = ((h ^ ((k ^ (k >> 47)) * _M)) * _M) & _MASK
     tail = n & 7
@@ -75,36 +75,8 @@ class Sketch:
             self.update(values)
 
     def update(self, values: Iterable[str]) -> None:
-        """Add values. The hash is inlined: this loop is where the time goes."""
-        registers = self.registers
-        touched = self.touched
-        note = touched.append if touched is not None else None
-        blocks_of = _BLOCKS
-        for value in values:
-            data = value.encode()
-            n = len(data)
-            h = (SEED ^ (n * _M)) & _MASK
-            blocks = n >> 3
-            if blocks:
-                words = blocks_of[blocks].unpack_from(data) if blocks < 64 else _words(data, blocks)
-                for k in words:
-                    k = (k * _M) & _MASK
-                    h = ((h ^ ((k ^ (k >> 47)) * _M)) * _M) & _MASK
-            tail = n & 7
-            if tail:
-                h = ((h ^ int.from_bytes(data[n - tail :], "little")) * _M) & _MASK
-            h = ((h ^ (h >> 47)) * _M) & _MASK
-            h ^= h >> 47
-            rest = (h >> P) | _RANK_STOP
-            index = h & INDEX_MASK
-            rank = (rest & -rest).bit_length()
-            old = registers[index]
-            if rank > old:
-                registers[index] = rank
-                if not old and note is not None:
-                    note(index)
-        if touched is not None and len(touched) > SPARSE_MAX_BYTES:
-            self.touched = None  # each non-zero register costs a sparse byte or so
+        """Add values."""
+        self.add_hashes(murmurhash64a(value.encode()) for value in values)
 
     def add(self, value: str) -> None:
         self.update((value,))

@@ -300,8 +300,8 @@ class KeySpace:
 
     @staticmethod
     def lex_range_slot(slot_prefix: str) -> tuple[str, str]:
-        """ZRANGEBYLEX bounds of the members of one (slot, series) (';' sorts after ':')."""
-        return f"[{slot_prefix}", f"({slot_prefix[:-1]};"
+        """ZRANGEBYLEX bounds of the members of one (slot, series)."""
+        return _starting_with(slot_prefix)
 
     @staticmethod
     def lex_range_slots(first: int, last: int) -> tuple[str, str]:
@@ -336,13 +336,13 @@ class KeySpace:
 
     @staticmethod
     def lex_range_precision(precision: int) -> tuple[str, str]:
-        """ZRANGEBYLEX bounds of every member at ``precision`` (';' sorts right after ':')."""
-        return f"[{precision}:", f"({precision};"
+        """ZRANGEBYLEX bounds of every member at ``precision``."""
+        return _starting_with(f"{precision}:")
 
     @staticmethod
     def lex_range_labelled(precision: int, name: str) -> tuple[str, str]:
-        """ZRANGEBYLEX bounds of the labelled series of ``name`` ('|' sorts right after '{')."""
-        return f"[{precision}:{name}{{", f"({precision}:{name}|"
+        """ZRANGEBYLEX bounds of the labelled series of ``name``."""
+        return _starting_with(f"{precision}:{name}{{")
 
     @staticmethod
     def lex_after(member: str) -> str:
@@ -371,3 +371,9 @@ def _remembered(cache: dict[K, V], key: K, make: Callable[[], V]) -> V:
             cache.clear()
         found = cache[key] = make()
     return found
+
+
+def _starting_with(prefix: str) -> tuple[str, str]:
+    """ZRANGEBYLEX bounds of every member beginning with ``prefix``: from it up to the same
+    prefix with its last character the next one (';' after ':', '|' after '{')."""
+    return f"[{prefix}", f"({prefix[:-1]}{chr(ord(prefix[-1]) + 1)}"

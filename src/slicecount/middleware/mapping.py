@@ -18,6 +18,7 @@ from slicecount.core.histogram import (
     DEFAULT_DURATION_BUCKETS,
     LE_LABEL,
     MICRO,
+    HistogramIds,
     HistogramLayout,
 )
 from slicecount.core.series import Labels, LabelValue, normalize_labels
@@ -60,10 +61,8 @@ DURATION_BUCKET = 1
 @dataclass(frozen=True)
 class _Ids:
     requests: str
-    duration: tuple[str, ...]
-    duration_sum: str
-    queries: tuple[str, ...]
-    queries_sum: str
+    duration: HistogramIds
+    queries: HistogramIds
 
 
 class RequestMapping:
@@ -112,15 +111,15 @@ class RequestMapping:
         if queries is None:
             return (
                 (ids.requests, 1),
-                (ids.duration[bisect_left(self.bounds, seconds)], 1),
-                (ids.duration_sum, int(seconds * MICRO)),
+                (ids.duration.buckets[bisect_left(self.bounds, seconds)], 1),
+                (ids.duration.total, int(seconds * MICRO)),
             )
         return (
             (ids.requests, 1),
-            (ids.duration[bisect_left(self.bounds, seconds)], 1),
-            (ids.duration_sum, int(seconds * MICRO)),
-            (ids.queries[self.queries.bucket_index(queries)], 1),
-            (ids.queries_sum, queries * MICRO),
+            (ids.duration.buckets[bisect_left(self.bounds, seconds)], 1),
+            (ids.duration.total, int(seconds * MICRO)),
+            (ids.queries.buckets[self.queries.bucket_index(queries)], 1),
+            (ids.queries.total, queries * MICRO),
         )
 
     def client_labels(self, route: str | None) -> Labels:
@@ -146,14 +145,10 @@ class RequestMapping:
         route = route or UNMATCHED
         base = {**self.static_labels, "method": method, "route": route}
         series_id = self.series_id
-        duration, duration_sum = self.duration.series_ids(series_id, base)
-        queries, queries_sum = self.queries.series_ids(series_id, base)
         ids = _Ids(
             requests=series_id(REQUESTS_METRIC, {**base, "status": status}),
-            duration=duration,
-            duration_sum=duration_sum,
-            queries=queries,
-            queries_sum=queries_sum,
+            duration=self.duration.series_ids(series_id, base),
+            queries=self.queries.series_ids(series_id, base),
         )
         if len(self._ids) < self.max_cached_ids:
             self._ids[key] = ids

@@ -16,7 +16,8 @@ import asyncio
 import logging
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -120,16 +121,10 @@ class Limiter:
         """Count one request of ``identity`` against ``limits`` (from ``parse_limits``) and
         say what to answer. Raises only for bad arguments (ConfigurationError)."""
         limits, identity = check_limits(limits), check_identity(identity)
-        lock = self._locks[hash(identity) % STRIPES] if self._quotas is not None else None
         try:
             store = self._sync_store()
-            # claims of one identity wait for each other, but never past the deadline
-            locked = lock is not None and lock.acquire(timeout=self.deadline)
-            try:
+            with self._turn(identity):
                 decision = store.run(self._operation(store, limits, identity))
-            finally:
-                if locked and lock is not None:
-                    lock.release()
         except ConfigurationError:
             raise
         except Exception as exc:
@@ -148,18 +143,36 @@ class Limiter:
                 self._alocks = [asyncio.Lock() for _ in range(STRIPES)]
                 self._aloop = loop
             store = self._astore
-            lock = self._alocks[hash(identity) % STRIPES] if self._quotas is not None else None
-            locked = lock is not None and await _acquire(lock, self.deadline)
-            try:
+            async with self._async_turn(identity):
                 decision = await store.run(self._operation(store, limits, identity))
-            finally:
-                if locked and lock is not None:
-                    lock.release()
         except ConfigurationError:
             raise
         except Exception as exc:
             return self._failed(exc)
         return self._answered(decision)
+
+    @contextmanager
+    def _turn(self, identity: str) -> Iterator[None]:
+        """With quotas, the claims of one identity wait for each other, but never past the
+        deadline (then the claim goes ahead unlocked)."""
+        lock = self._locks[hash(identity) % STRIPES] if self._quotas is not None else None
+        locked = lock is not None and lock.acquire(timeout=self.deadline)
+        try:
+            yield
+        finally:
+            if locked and lock is not None:
+                lock.release()
+
+    @asynccontextmanager
+    async def _async_turn(self, identity: str) -> AsyncIterator[None]:
+        """``_turn`` on the event loop's locks."""
+        lock = self._alocks[hash(identity) % STRIPES] if self._quotas is not None else None
+        locked = lock is not None and await _acquire(lock, self.deadline)
+        try:
+            yield
+        finally:
+            if locked and lock is not None:
+                lock.release()
 
     def _operation(
         self, store: Store | AsyncStore, limits: tuple[Limit, ...], identity: str

@@ -12,7 +12,13 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
-from slicecount.core.histogram import DEFAULT_DURATION_BUCKETS, LE_LABEL, MICRO, HistogramLayout
+from slicecount.core.histogram import (
+    DEFAULT_DURATION_BUCKETS,
+    LE_LABEL,
+    MICRO,
+    HistogramIds,
+    HistogramLayout,
+)
 from slicecount.core.series import Labels, LabelValue, normalize_labels
 from slicecount.errors import ConfigurationError
 
@@ -53,10 +59,8 @@ from milliseconds to many minutes, past the requests' 10 s."""
 @dataclass(frozen=True)
 class _Ids:
     runs: str
-    duration: tuple[str, ...]
-    duration_sum: str
-    wait: tuple[str, ...]
-    wait_sum: str
+    duration: HistogramIds
+    wait: HistogramIds
 
 
 class RunMapping:
@@ -93,14 +97,14 @@ class RunMapping:
         if seconds is not None:
             seconds = max(seconds, 0.0)
             out += (
-                (ids.duration[self.duration.bucket_index(seconds)], 1),
-                (ids.duration_sum, round(seconds * MICRO)),
+                (ids.duration.buckets[self.duration.bucket_index(seconds)], 1),
+                (ids.duration.total, round(seconds * MICRO)),
             )
         if waited is not None:
             waited = max(waited, 0.0)  # another host's clock behind ours: no wait, not less
             out += (
-                (ids.wait[self.wait.bucket_index(waited)], 1),
-                (ids.wait_sum, round(waited * MICRO)),
+                (ids.wait.buckets[self.wait.bucket_index(waited)], 1),
+                (ids.wait.total, round(waited * MICRO)),
             )
         return out
 
@@ -110,14 +114,10 @@ class RunMapping:
 
     def _build(self, task: str, queue: str, state: str) -> _Ids:
         base = {**self.static_labels, "task": task, "queue": queue}
-        duration, duration_sum = self.duration.series_ids(self.series_id, base)
-        wait, wait_sum = self.wait.series_ids(self.series_id, base)
         ids = _Ids(
             self.series_id(RUNS_METRIC, {**base, "state": state}),
-            duration,
-            duration_sum,
-            wait,
-            wait_sum,
+            self.duration.series_ids(self.series_id, base),
+            self.wait.series_ids(self.series_id, base),
         )
         if len(self._ids) < self.max_cached_ids:
             self._ids[(task, queue, state)] = ids
