@@ -30,8 +30,8 @@ PURE = [
     "slicecount.operations.chunking",
     "slicecount.operations.writing",
     "slicecount.operations.reading",
-    "slicecount.datasource.simpod.targets",
-    "slicecount.datasource.simpod.rewrites",
+    "slicecount.targets.grammar",
+    "slicecount.targets.rewrites",
     "slicecount.promql.parser",
     "slicecount.promql.engine",
     "slicecount.promql.windows",
@@ -115,7 +115,7 @@ def test_a_wsgi_or_flask_app_loads_nothing_of_the_other_extras(
     assert out.stdout.strip() == str(sorted(allowed)), (module, out.stderr)
 
 
-QUERY_READERS = ["slicecount.promql.parser", "slicecount.datasource.simpod.targets",
+QUERY_READERS = ["slicecount.promql.parser", "slicecount.targets.grammar",
                  "slicecount.query.precision", "slicecount.promql.distinct"]  # fmt: skip
 
 

@@ -20,9 +20,9 @@ from slicecount.datasource.simpod.protocol import (
     regex_escape,
     visible_targets,
 )
-from slicecount.datasource.simpod.targets import parse
 from slicecount.errors import LimitExceeded, QueryError
 from slicecount.promql.ast import Aggregate, Call, Matcher, MatrixSelector, NumberLiteral
+from slicecount.targets.grammar import parse
 
 LIMITS = Limits(max_targets=3, max_range_seconds=86400)
 

@@ -6,8 +6,6 @@ from __future__ import annotations
 import pytest
 
 from slicecount.config import Settings
-from slicecount.datasource.simpod.rewrites import with_matchers
-from slicecount.datasource.simpod.targets import MAX_QUERY_LENGTH, catalogue, parse
 from slicecount.errors import ConfigurationError, QueryError
 from slicecount.operations.unique_reading import Group
 from slicecount.promql.ast import (
@@ -26,6 +24,8 @@ from slicecount.promql.ast import (
 from slicecount.promql.parser import MAX_DEPTH
 from slicecount.query.precision import panel_step
 from slicecount.reads.chunks import union_parts as parts
+from slicecount.targets.grammar import MAX_QUERY_LENGTH, catalogue, parse
+from slicecount.targets.rewrites import with_matchers
 
 
 def selectors(node: Node) -> list[VectorSelector]:

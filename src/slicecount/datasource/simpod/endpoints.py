@@ -14,7 +14,7 @@ from typing import Any
 from slicecount.core.memo import by_identity
 from slicecount.core.slices import slice_starts
 from slicecount.datasource.render import Rendered, pieces
-from slicecount.datasource.simpod import pickers, rewrites, shapes, targets
+from slicecount.datasource.simpod import pickers, shapes
 from slicecount.datasource.simpod.protocol import (
     Target,
     adhoc_matchers,
@@ -38,6 +38,7 @@ from slicecount.query.precision import panel_step
 from slicecount.reads.listing import SeriesInfo
 from slicecount.reads.reader import Reader
 from slicecount.reads.sharing import all_done
+from slicecount.targets import grammar, rewrites
 
 Body = Mapping[str, Any]
 
@@ -105,7 +106,7 @@ async def query(reader: Reader, body: Body) -> Rendered:
 
 @by_identity  # a dashboard's requests ask with the discovery cache's same lists
 def _names(counters: Sequence[SeriesInfo], uniques: Sequence[SeriesInfo]) -> Catalogue:
-    return targets.catalogue((s.name for s in counters), (s.name for s in uniques))
+    return grammar.catalogue((s.name for s in counters), (s.name for s in uniques))
 
 
 def _lines(query: Query, answer: Answer, table: bool) -> list[shapes.Line]:

@@ -10,12 +10,12 @@ from typing import Any, Protocol
 from slicecount.config import Settings
 from slicecount.core.histogram import BUCKET_SUFFIX, LE_LABEL
 from slicecount.datasource.simpod.protocol import FUNCTIONS
-from slicecount.datasource.simpod.rewrites import one_slice
-from slicecount.datasource.simpod.targets import parse, regex_escape, unescape, unique_name
 from slicecount.errors import QueryError
 from slicecount.operations.unique_reading import kept_precisions
 from slicecount.promql.ast import NAME_LABEL, VectorSelector, compile_regex
 from slicecount.reads.listing import SeriesInfo
+from slicecount.targets.grammar import parse, regex_escape, unescape, unique_name
+from slicecount.targets.rewrites import one_slice
 
 
 class Labelled(Protocol):

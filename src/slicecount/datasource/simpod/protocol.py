@@ -14,11 +14,11 @@ from datetime import datetime
 from typing import Any
 
 from slicecount.config.request_limits import Limits
-from slicecount.datasource.simpod.rewrites import buckets, per_second, with_matchers
-from slicecount.datasource.simpod.targets import parse
-from slicecount.datasource.simpod.targets import regex_escape as regex_escape  # the builder escapes
 from slicecount.errors import LimitExceeded, QueryError
 from slicecount.promql.ast import Aggregate, Call, Matcher, Node, NumberLiteral
+from slicecount.targets.grammar import parse
+from slicecount.targets.grammar import regex_escape as regex_escape  # the builder escapes
+from slicecount.targets.rewrites import buckets, per_second, with_matchers
 
 FUNCTIONS = ("count", "rate", "p50", "p90", "p95", "p99")
 """Builder payload ``function`` values: raw counts, per-second rate, histogram quantiles."""

@@ -4,7 +4,7 @@ What makes a target's tree differ from the same PromQL's: a bare selector is the
 point's slices (``one_slice``), ``rate(x)`` without a window is each selector's rate over that
 window (``per_second``), ``histogram_quantile`` keeps ``le`` through every aggregation
 (``buckets``), and a lone unlabelled series applies to each series of the other side
-(``conveniences``). The grammar that builds the tree is ``targets``; the protocol and the
+(``conveniences``). The grammar that builds the tree is ``grammar``; the protocol and the
 endpoints edit a parsed tree (``with_matchers``) and ask it things (``quantile_of``,
 ``reads_unique``) here.
 """

@@ -30,7 +30,6 @@ from collections.abc import Iterable
 
 from slicecount.core.histogram import BUCKET_SUFFIX
 from slicecount.core.series import is_label_name, is_metric_name
-from slicecount.datasource.simpod.rewrites import conveniences, one_slice, per_second
 from slicecount.errors import QueryError
 from slicecount.promql import parser as promql
 from slicecount.promql import typecheck
@@ -48,6 +47,7 @@ from slicecount.promql.durations import PATTERN as DURATION
 from slicecount.promql.lexer import Token, scan, shown
 from slicecount.promql.signatures import AGGREGATIONS, FUNCTIONS
 from slicecount.query.catalogue import Catalogue, Source
+from slicecount.targets.rewrites import conveniences, one_slice, per_second
 
 MAX_QUERY_LENGTH = 4000
 """Longest target accepted."""
