@@ -285,6 +285,7 @@ def drive_commands(
         sent += 1
 
 
+@pytest.mark.slow
 def test_the_read_script_finds_what_the_codec_finds_in_long_blocks_of_many_series(
     store: Store, redis_client: redis.Redis
 ) -> None:

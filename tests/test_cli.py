@@ -7,6 +7,7 @@ import sys
 import time
 
 import httpx2 as httpx
+import pytest
 from click.testing import CliRunner
 
 from slicecount.cli import main
@@ -49,6 +50,7 @@ def test_bad_settings_are_usage_errors() -> None:
     assert "unknown redis URL scheme 'http'" in result.output
 
 
+@pytest.mark.slow
 def test_datasource_command_serves_http(redis_server: EmbeddedRedis, store: Store) -> None:
     store.incr("served", 3)
     port = free_port()

@@ -194,6 +194,7 @@ def test_ctrl_c_stops_in_order_and_what_it_says_of_the_counts_is_true(tmp_path: 
     assert list((tmp_path / "slicecount").iterdir()) == []  # the state file withdrawn
 
 
+@pytest.mark.slow
 def test_a_ctrl_c_during_the_run_leaves_no_answer_uncounted() -> None:
     """A Ctrl-C interrupts run()'s join of the traffic thread, which marks that thread done
     though it still runs (CPython issue 90882): stop() must still count every answer on its
@@ -236,6 +237,7 @@ class Answering(http.server.BaseHTTPRequestHandler):
         pass
 
 
+@pytest.mark.slow
 def test_a_port_in_use_is_named_and_never_taken_for_the_demos(tmp_path: Path) -> None:
     with http.server.ThreadingHTTPServer(("127.0.0.1", 0), Answering) as other:
         threading.Thread(target=other.serve_forever, daemon=True).start()
@@ -249,6 +251,7 @@ def test_a_port_in_use_is_named_and_never_taken_for_the_demos(tmp_path: Path) ->
     assert "starting" not in result.output
 
 
+@pytest.mark.slow
 def test_a_service_that_loses_counts_is_reported_from_its_recorders_own_words(
     tmp_path: Path,
 ) -> None:

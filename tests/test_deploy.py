@@ -215,6 +215,7 @@ def probe_paths() -> dict[str, str]:
     return {p: container[p]["httpGet"]["path"] for p in ("readinessProbe", "livenessProbe")}
 
 
+@pytest.mark.slow
 def test_the_probes_tell_a_ready_datasource_from_one_without_redis(redis_url: str) -> None:
     paths = probe_paths()
     ready, alive = paths["readinessProbe"], paths["livenessProbe"]

@@ -125,6 +125,7 @@ def test_django_quickstart_names_the_middleware_and_good_settings() -> None:
     assert set(namespace["SLICECOUNT"]) <= settings | Options.__optional_keys__
 
 
+@pytest.mark.slow
 def test_reference_pages_are_generated_from_the_current_code() -> None:
     assert docs_reference.stale_pages() == [], "run `make docs`"
     configuration = docs_reference.configuration_page()

@@ -62,6 +62,7 @@ def test_a_server_that_cannot_start_says_why(tmp_path: Path) -> None:
 ROOT = Path(__file__).resolve().parent.parent
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="the app finds its socket in /proc")
 def test_a_server_on_a_socket_from_listen_answers_kept_alive_connections_with_nodelay(
     tmp_path: Path,

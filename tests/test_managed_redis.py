@@ -53,6 +53,7 @@ def managed_url(request: pytest.FixtureRequest) -> Iterator[str]:
     assert refused == [], f"commands the ACL user was refused: {refused}"
 
 
+@pytest.mark.slow
 @pytest.mark.layouts("book", "blocks")
 def test_write_read_clean_and_throttle_as_a_restricted_user(managed_url: str, layout: str) -> None:
     now = time.time()

@@ -226,6 +226,7 @@ def test_a_forked_child_flushes_only_its_own_counts(store: Store) -> None:
         assert sum(n for _, n in store.get("forked", precision)) == 15
 
 
+@pytest.mark.slow
 @pytest.mark.topologies
 def test_buffer_is_flushed_at_interpreter_exit(store: Store, settings: Settings) -> None:
     # A process that records and exits without close(): atexit writes the buffer; a forked

@@ -143,6 +143,7 @@ def test_the_command_line(stores: tuple[Store, Store]) -> None:
     assert refused.exit_code == 1 and "--from must be a shard count" in refused.output
 
 
+@pytest.mark.slow
 @pytest.mark.topologies("standalone")
 def test_a_counter_of_many_slices_moves_whole(settings: Settings) -> None:
     wide = settings.with_changes(retention=20_000)  # 20 000 one-second slices in one hash

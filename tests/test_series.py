@@ -17,6 +17,7 @@ label_values = (
 )
 
 
+@pytest.mark.slow
 @given(names, st.dictionaries(label_names, label_values, max_size=5))
 def test_encode_parse_round_trip(name: str, labels: dict[str, str]) -> None:
     encoded = series.encode(name, labels)

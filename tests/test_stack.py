@@ -28,6 +28,7 @@ SETTING_ENV = {
 }
 
 
+@pytest.mark.slow
 def test_compose_file_follows_the_compose_specification() -> None:
     checker = shutil.which("check-jsonschema", path=str(Path(sys.executable).parent))
     assert checker, "check-jsonschema is a dev dependency"

@@ -73,6 +73,7 @@ def test_async_bulk_write_survives_a_restart_and_reports_aborts(
     asyncio.run(scenario())
 
 
+@pytest.mark.slow
 def test_a_redis_that_stops_answering_mid_batch_fails_the_read_in_its_socket_timeout(
     private_redis: EmbeddedRedis,
 ) -> None:

@@ -97,12 +97,14 @@ def hammer_everywhere(url: str, strategy: Strategy) -> list[int]:
     return [sum(worker[k] for worker in found) for k in range(WINDOWS)]
 
 
+@pytest.mark.slow
 @pytest.mark.topologies
 def test_each_fixed_window_admits_exactly_the_limit_whoever_asks(redis_url: str) -> None:
     assert (THREADS + PROCESSES) * TRIES > 10 * 4  # far more asks than places
     assert hammer_everywhere(redis_url, "fixed") == [10] * WINDOWS
 
 
+@pytest.mark.slow
 @pytest.mark.topologies
 def test_sliding_windows_never_admit_past_the_limit(redis_url: str) -> None:
     per_window = hammer_everywhere(redis_url, "sliding")

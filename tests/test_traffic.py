@@ -6,6 +6,8 @@ from __future__ import annotations
 import random
 import threading
 
+import pytest
+
 from slicecount.examples.traffic import Traffic
 from tests.held import holding
 
@@ -14,6 +16,7 @@ def root(rng: random.Random) -> tuple[str, str]:
     return "GET", "/"
 
 
+@pytest.mark.slow
 def test_stop_waits_for_the_answers_on_their_way() -> None:
     stop = threading.Event()
     with holding(release=stop) as held:  # the server answers once the traffic is stopped
@@ -26,6 +29,7 @@ def test_stop_waits_for_the_answers_on_their_way() -> None:
         assert traffic.failed == 0
 
 
+@pytest.mark.slow
 def test_stop_without_a_timeout_returns_at_once_and_wait_finishes_the_job() -> None:
     with holding() as held:
         traffic = Traffic([(held.url, root)], rate=1000.0, threads=2)

@@ -80,6 +80,7 @@ def test_retention_per_precision_and_future_slices_never_push_out_real_ones(
         assert [s for s, _ in store.get("x", 60)] == [NOW - 60, NOW]
 
 
+@pytest.mark.slow
 def test_the_schedule_with_an_injected_clock(store: Store) -> None:
     store.apply({"s": {NOW - k: 1 for k in range(0, 200_000, 7)}})
     record_sweeps(store, NOW)  # the schedule alone: no sweep due in these 12 passes

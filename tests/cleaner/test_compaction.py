@@ -85,6 +85,7 @@ def pass_at(store: Store, now: int, writers_now: int | None = None) -> Compactio
     return stats.compaction
 
 
+@pytest.mark.slow
 @pytest.mark.topologies
 def test_sealed_fields_move_into_blocks_exactly_at_every_precision(
     settings: Settings, store: Store, redis_client: redis.Redis

@@ -88,6 +88,7 @@ def clean_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if not k.startswith("SLICECOUNT_")}
 
 
+@pytest.mark.slow
 def test_once_from_cron_at_any_minute_forgets_dead_counters(
     populated: Store, redis_client: redis.Redis, redis_url: str
 ) -> None:

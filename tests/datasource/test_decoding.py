@@ -80,6 +80,7 @@ def test_a_span_of_blocks_and_open_slices_reads_as_the_codec_and_the_hash_add_up
     assert slices_matrix(packed, precision, start, end).tolist() == truths
 
 
+@pytest.mark.slow
 def test_any_range_and_sum_of_slices_reads_as_the_codec_adds_up() -> None:
     """Ranges inside one frame, across two and across many, at every precision and summed
     by every group that divides a frame: only the frames' slices in range are decoded."""

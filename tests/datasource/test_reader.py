@@ -241,6 +241,7 @@ def load(settings: Settings, store: Store) -> Settings:
                                             18000: 120, 86400: 120})  # fmt: skip
 
 
+@pytest.mark.slow
 @pytest.mark.layouts("book")  # its counts are the book's read chunks (READ_CHUNK_POINTS)
 @pytest.mark.parametrize("turns", [1, 2])
 def test_heavy_requests_take_turns(load: Settings, turns: int) -> None:
@@ -266,6 +267,7 @@ def test_heavy_requests_take_turns(load: Settings, turns: int) -> None:
     assert store.most_reads_in_flight == READS_IN_FLIGHT * turns
 
 
+@pytest.mark.slow
 def test_light_requests_do_not_wait_behind_heavy_ones(load: Settings) -> None:
     limits = Limits(max_inline_points=10_000, heavy_requests=1)
     light = legacy_body([{"target": 'load{i="7"}', "refId": "A"}], NOW - HOUR, NOW)

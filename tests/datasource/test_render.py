@@ -55,6 +55,7 @@ def test_not_finite_is_refused() -> None:
         render([1.0, float("inf")])
 
 
+@pytest.mark.slow
 def test_a_large_answer_is_encoded_in_pieces_never_joined() -> None:
     """Pieces of about PIECE_CHARS each (a fragment's part is never cut), the same bytes as
     one encoding: an answer of 20 MB is never one string holding the interpreter lock (here

@@ -82,6 +82,7 @@ def slices_of(settings: Settings, counts: Mapping[int, int], first: int, last: i
     return [found.get(s, 0) for s in range(first, last + 1, PRECISION)]
 
 
+@pytest.mark.slow
 @pytest.mark.topologies  # and on a Redis Cluster and through a Sentinel
 def test_a_refresh_reads_only_the_blocks_that_changed(settings: Settings, store: Store) -> None:
     history(store, settings, 1)
@@ -109,6 +110,7 @@ def test_a_refresh_reads_only_the_blocks_that_changed(settings: Settings, store:
     asyncio.run(dashboard())
 
 
+@pytest.mark.slow
 def test_a_late_write_after_sealing_is_read_at_once_and_after_its_pass(
     settings: Settings, store: Store
 ) -> None:
@@ -157,6 +159,7 @@ def test_a_block_deleted_and_written_again_is_never_read_from_old_frames(
     asyncio.run(dashboard())
 
 
+@pytest.mark.slow
 def test_the_frames_held_stay_within_their_bound(settings: Settings, store: Store) -> None:
     """Four panels of ten series each, with room for about two of their reads: the least
     recently used goes, and is read again whole."""

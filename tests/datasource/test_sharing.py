@@ -71,6 +71,7 @@ def test_a_request_never_reads_before_it_arrived(load: Settings, store: Store) -
     assert counting.kinds().count("read") == 2 * 2
 
 
+@pytest.mark.slow
 @pytest.mark.layouts("book")  # its counts are the book's read chunks (READ_CHUNK_POINTS)
 def test_a_shared_read_cancelled_with_its_request_is_read_again(load: Settings) -> None:
     async def scenario() -> tuple[CountingStore, list[Any]]:

@@ -24,6 +24,7 @@ SLICES = 6
 COUNTS = st.lists(st.one_of(st.none(), st.integers(0, 2**40)), min_size=SLICES, max_size=SLICES)
 
 
+@pytest.mark.slow
 @settings(max_examples=100, deadline=None)
 @given(st.lists(COUNTS, min_size=1, max_size=8), st.data())
 def test_lists_arrays_and_one_array_read_as_the_same_tables(
@@ -99,12 +100,14 @@ VALUES = st.one_of(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=100, deadline=None)
 @given(VALUES)
 def test_sample_texts_are_format_value(values: list[float]) -> None:
     assert sample_texts(np.array(values)) == [format_value(v) for v in values]
 
 
+@pytest.mark.slow
 @settings(max_examples=100, deadline=None)
 @given(VALUES)
 def test_datapoint_items_are_the_json_of_number(values: list[float]) -> None:

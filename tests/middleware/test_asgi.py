@@ -121,6 +121,7 @@ def test_an_endpoint_that_raises_is_500_and_the_server_sees_it(
     assert total(store, "http.requests", route="/boom", status="500") == 2
 
 
+@pytest.mark.slow
 def test_a_streaming_response_is_timed_to_its_last_chunk(recorder: Recorder, store: Store) -> None:
     with TestClient(make_app(recorder)) as client:
         assert client.get("/stream").content == b"chunk" * 4

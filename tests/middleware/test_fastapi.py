@@ -151,6 +151,7 @@ def test_prometheus_names_the_duration_histogram_in_seconds(
         assert 0 < _value(prom, "sum(http_request_duration_seconds_sum)") < counted * 10
 
 
+@pytest.mark.slow
 def test_the_example_app_counts_its_routes_and_events(
     store: Store, settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -133,6 +133,7 @@ def test_excluded_paths_are_not_counted(recorder: Recorder, store: Store) -> Non
     assert by_label(store, "http.requests", "route") == {"/": 1}
 
 
+@pytest.mark.slow
 def test_redis_stopping_mid_traffic_fails_no_request_and_loses_no_count(
     private_redis: EmbeddedRedis,
 ) -> None:

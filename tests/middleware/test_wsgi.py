@@ -76,6 +76,7 @@ def test_a_body_that_fails_midway_counts_500(recorder: Recorder, store: Store) -
     assert by_label(store, "http.requests", "status") == {"500": 1}
 
 
+@pytest.mark.slow
 def test_duration_covers_the_streamed_body_to_its_last_chunk(
     recorder: Recorder, store: Store
 ) -> None:

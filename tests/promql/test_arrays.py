@@ -10,6 +10,7 @@ import math
 from collections.abc import Callable, Sequence
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -61,6 +62,7 @@ series_lists = st.lists(
 ).map(lambda items: [Series(labels, values) for labels, values in items])
 
 
+@pytest.mark.slow
 @settings(max_examples=100, deadline=None)
 @given(series_lists, st.sampled_from(sorted(groups.VECTORISED)), st.booleans())
 def test_grouped_reductions_are_the_loops(series: list[Series], op: str, without: bool) -> None:
@@ -146,6 +148,7 @@ BUCKETS = st.lists(
 @settings(max_examples=100, deadline=None)
 @given(BUCKETS, st.lists(st.sampled_from([0.0, 0.5, 0.9, 0.99, 1.0, -1.0, 2.0, math.nan]),
                          min_size=STEPS, max_size=STEPS))  # fmt: skip
+@pytest.mark.slow
 def test_histogram_quantile_is_the_loop(items: list[tuple[str, str, list[Value]]],
                                         qs: list[float]) -> None:  # fmt: skip
     seen: dict[tuple[str, str], Series] = {}
@@ -183,6 +186,7 @@ TOTALS = st.one_of(
 )  # fmt: skip
 
 
+@pytest.mark.slow
 @settings(max_examples=100, deadline=None)
 @given(TOTALS, st.sampled_from(sorted(KERNELS)), st.integers(1, 4), st.data())
 def test_range_functions_are_their_definitions(totals: list[float], name: str, width: int,
@@ -204,6 +208,7 @@ def test_range_functions_are_their_definitions(totals: list[float], name: str, w
 @settings(max_examples=100, deadline=None)
 @given(series_lists, st.sampled_from(["+", "-", "*", "/", "==", "<", ">="]), st.booleans(),
        st.lists(NUMBERS, min_size=STEPS, max_size=STEPS), st.booleans())  # fmt: skip
+@pytest.mark.slow
 def test_arithmetic_with_a_scalar_is_the_loop(
     series: list[Series], op: str, swap: bool, number: list[float], as_bool: bool
 ) -> None:
@@ -216,6 +221,7 @@ def test_arithmetic_with_a_scalar_is_the_loop(
 @settings(max_examples=100, deadline=None)
 @given(series_lists, series_lists, st.sampled_from(["+", "/", "*", ">", "=="]), st.booleans(),
        st.sampled_from(["on (a)", "ignoring (a)", ""]))  # fmt: skip
+@pytest.mark.slow
 def test_one_to_one_matching_is_the_loop(lhs: list[Series], rhs: list[Series], op: str,
                                          as_bool: bool, matching: str) -> None:  # fmt: skip
     text = f"x {op} {'bool ' if as_bool and op in ('>', '==') else ''}{matching} y"

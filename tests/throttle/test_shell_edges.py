@@ -155,6 +155,7 @@ def test_a_view_limited_by_the_extension_and_the_decorator_counts_each_once(
 
 
 # The connections left on each closed loop can only be reclaimed by the collector, which warns
+@pytest.mark.slow
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 @pytest.mark.filterwarnings("ignore::ResourceWarning")
 def test_a_new_event_loop_per_request_still_counts_exactly(settings: Settings) -> None:
