@@ -32,6 +32,21 @@ def test_members_parse_back() -> None:
             KeySpace.parse_member(bad)
 
 
+def test_the_series_listed_at_a_precision_are_what_parse_member_finds() -> None:
+    members = ['60:a:b{x="1:2"}', "60:up", "60:", "600:x", "6:y", "x:y", "60", "0:z"]
+    listed = KeySpace.series_listed(members, 60)
+    assert listed == ['a:b{x="1:2"}', "up"]
+    parsed = []
+    for member in members:
+        try:
+            precision, series_id = KeySpace.parse_member(member)
+        except ValueError:
+            continue
+        if precision == 60:
+            parsed.append(series_id)
+    assert listed == parsed
+
+
 def test_lex_ranges_bracket_exactly_one_metric() -> None:
     members = sorted(
         [

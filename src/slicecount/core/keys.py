@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TypeVar
 
@@ -333,6 +333,16 @@ class KeySpace:
         if not sep or not precision.isdigit() or not series_id:
             raise ValueError(f"malformed registry member {member!r}")
         return Member(int(precision), series_id)
+
+    @staticmethod
+    def series_listed(members: Iterable[str], precision: int) -> list[str]:
+        """The series ids of registry members of ``precision`` (a lex range of them: see
+        ``lex_range_precision``), each cut after its prefix at once rather than parsed: a
+        dashboard's discovery lists thousands. A member without the prefix, or with nothing
+        after it, is not ours and is left out, as ``parse_member`` refuses it."""
+        prefix = f"{precision}:"
+        n = len(prefix)
+        return [m[n:] for m in members if len(m) > n and m.startswith(prefix)]
 
     @staticmethod
     def lex_range_precision(precision: int) -> tuple[str, str]:

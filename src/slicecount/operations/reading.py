@@ -72,32 +72,25 @@ def series(ctx: Context, name: str, precision: int) -> Operation[list[str]]:
     for score, members in zip(replies[::2], replies[1::2], strict=True):
         if score is not None:
             found.add(name)
-        found.update(_series_ids(ctx, members))
+        found.update(keys.series_listed(members, listed))
     return sorted(found)
 
 
 def all_series(ctx: Context, precision: int) -> Operation[list[str]]:
     """Every series id that exists at ``precision``, paging through each registry by lex."""
     keys = ctx.keys
-    low, high = keys.lex_range_precision(_listed(ctx, precision))
+    listed = _listed(ctx, precision)
+    low, high = keys.lex_range_precision(listed)
     found: list[str] = []
     for registry in keys.registries():
         start = low
         while True:
             (members,) = yield Batch([("ZRANGEBYLEX", registry, start, high, "LIMIT", 0, PAGE)])
-            found.extend(_series_ids(ctx, members))
+            found.extend(keys.series_listed(members, listed))
             if len(members) < PAGE:
                 break
             start = keys.lex_after(members[-1])
     return sorted(found)
-
-
-def _series_ids(ctx: Context, members: list[str]) -> Iterable[str]:
-    for member in members:
-        try:
-            yield ctx.keys.parse_member(member).series_id
-        except ValueError:
-            continue  # not a member we wrote: never a reason to fail a listing
 
 
 def names(ctx: Context, precision: int) -> Operation[list[str]]:
