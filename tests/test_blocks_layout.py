@@ -213,6 +213,15 @@ def test_a_read_holding_the_frames_keeps_the_open_fields_the_script_keeps(
     assert [frames for _, frames, _, _ in META.iter_unpack(held.meta)] == [HELD] * 3
     assert held.opened == script.opened
     assert held.opened.split() == [str(n).encode() for n in (T0, 6, T0, 6, T0 + 4, -1, T0, 6)]
+    assert store.get("b", 1) == [(T0 - 100, 4), (T0, 6), (T0 + 4, -1)]  # get keeps the same
+    # a foreign value under an open hash's key: no open fields, as the script reads it
+    redis_client.delete(opened("c"))
+    redis_client.set(opened("c"), "not a hash")
+    held = store.read_stored(ids, 1, T0 - 100, T0 + 5, generations)
+    script = store.read_stored(ids, 1, T0 - 100, T0 + 5)
+    assert held.opened == script.opened
+    at = held.ids.index("c") * META.size
+    assert META.unpack(held.meta[at : at + META.size])[1:3] == (HELD, 0)
 
 
 @pytest.mark.parametrize("moment", ["before", "between", "after"])

@@ -34,8 +34,9 @@ class ScriptCall:
 @dataclass
 class Batch:
     """Commands sent in one round trip, inside MULTI/EXEC when ``transaction`` is set; the
-    first refusal raises ``StoreError``, except inside the EXEC of a ``bulk`` transaction,
-    whose refused commands come back in place (the others were applied: count, never retry).
+    first refusal raises ``StoreError``, except in a ``bulk`` batch, whose refused commands
+    come back in place as exceptions: inside the EXEC of a transaction (the others were
+    applied: count, never retry) or in a pipeline (the reader decides what each means).
     A batch holding a script call holds only that call, so it can be sent again after
     NOSCRIPT, unless every script call in it is idempotent (``unique_add``). ``raw``: replies
     come back undecoded (bytes), for binary strings such as a HyperLogLog carried between

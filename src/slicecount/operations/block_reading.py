@@ -87,16 +87,18 @@ def stored(
             calls.append(ScriptCall("block_generations", names[::2], ()))
         else:
             calls.append(ScriptCall("read_blocks", names, (*args, *generations)))
-    replies = iter((yield Batch(calls, raw=True)))
+    # bulk: a refused HGETALL (a foreign value under an open hash's key, which the script
+    # reads as no fields) sends its call to the script; any other refusal raises
+    replies = iter((yield Batch(calls, raw=True, bulk=True)))
     answers: list[Sequence[bytes] | None] = []
     again: list[Command | ScriptCall] = []
     for names, generations in parts:
         if not (generations and all(generations)):
-            answers.append(next(replies))
+            answers.append(_accepted(next(replies)))
             continue
         hashes = [next(replies) for _ in names[1::2]]
-        now = [n for (n,) in GENERATIONS.iter_unpack(next(replies))]
-        if now == generations:
+        now = [n for (n,) in GENERATIONS.iter_unpack(_accepted(next(replies)))]
+        if now == generations and not any(isinstance(h, Exception) for h in hashes):
             answers.append(_held_reply(hashes, generations))
         else:
             answers.append(None)
@@ -112,6 +114,14 @@ PLAIN = re.compile(rb"(?:[0-9]{1,18} )*[0-9]{1,18}")
 """Open fields joined as read_blocks joins them: plain integers of up to 18 digits."""
 INTEGER = re.compile(rb"-?[0-9]+")
 """A field or count kept when the fields are not all plain (below 2**53, as Lua's numbers)."""
+
+
+def _accepted(reply: Any) -> Any:
+    """A reply of a bulk batch, or the StoreError its refusal is."""
+    if isinstance(reply, Exception):
+        transient = bool(getattr(reply, "transient", False))
+        raise StoreError(f"redis refused a command: {reply}", permanent=not transient)
+    return reply
 
 
 def _held_reply(hashes: Sequence[Sequence[bytes]], generations: Sequence[int]) -> list[bytes]:
@@ -135,13 +145,7 @@ def _open_text(flat: Sequence[bytes]) -> tuple[int, bytes]:
     text = b" ".join(flat)
     if PLAIN.fullmatch(text) and text.count(b" ") == len(flat) - 1:
         return len(flat) // 2, text
-    kept = [
-        b"%d %d" % (int(second), int(count))
-        for second, count in pairs(flat)
-        if INTEGER.fullmatch(second)
-        and INTEGER.fullmatch(count)
-        and abs(int(second)) < 2**53 > abs(int(count))
-    ]
+    kept = [b"%d %d" % pair for pair in _open_fields(flat)]
     return len(kept), b" ".join(kept)
 
 
@@ -197,11 +201,13 @@ def _counts(found: blocks.Stored, precision: int, first: int, end: int) -> list[
 
 
 def _open_fields(flat: Iterable[Any]) -> Iterable[tuple[int, int]]:
+    """An open hash's (second, count) pairs that are plain integers below 2**53, as the
+    script keeps them: a foreign field in our hash is never a reason to fail a read."""
     for field, count in pairs(list(flat or ())):
-        try:
-            yield int(field), int(count)
-        except ValueError:
-            continue  # a foreign field in our hash: not a slice, never a reason to fail a read
+        if INTEGER.fullmatch(field) and INTEGER.fullmatch(count):
+            second, n = int(field), int(count)
+            if abs(second) < 2**53 > abs(n):
+                yield second, n
 
 
 def _still_moving(series_ids: Sequence[str]) -> StoreError:

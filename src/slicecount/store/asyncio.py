@@ -172,9 +172,12 @@ class AsyncStore(StoreBase["aioredis.Redis | AsyncCluster"]):
     @staticmethod
     async def _round_trip(connection: Any, batch: Batch) -> list[Any]:
         """Send a batch and read its replies. A batch's replies share one deadline, moved on
-        every PROGRESS replies: redis-py's own read timeout, set up and torn down at each
-        reply, cost a refresh reading its open hashes (thousands of small replies) more
-        than Redis took to send them. Redis silent for ``socket_timeout`` still fails it."""
+        by ``socket_timeout`` every PROGRESS replies: redis-py's own read timeout, set up and
+        torn down at each reply, cost a refresh reading its open hashes (thousands of small
+        replies) more than Redis took to send them. Redis silent for ``socket_timeout``
+        still fails the batch, as do PROGRESS replies taking longer than that together.
+        (redis-py before 8 has no ``timeout=math.inf``: each reply is then timed again,
+        correct but without the saving.)"""
         reader = ReplyReader(batch)
         await connection.send_packed_command([pack(batch)])
         wait: float | None = connection.socket_timeout
@@ -191,7 +194,7 @@ class AsyncStore(StoreBase["aioredis.Redis | AsyncCluster"]):
                     except redis.ResponseError as error:
                         reply = refusal(error)
                     reader.feed(reply)
-        except TimeoutError as silent:
+        except asyncio.TimeoutError as silent:  # (the built-in TimeoutError from 3.11 on)
             await connection.disconnect(nowait=True)  # mid-reply: never reused
             raise redis.TimeoutError(f"no reply from Redis for {wait} s") from silent
         return reader.result()

@@ -44,12 +44,14 @@ class ReplyReader:
         self._replies.append(reply)
 
     def result(self) -> list[Any]:
-        """The commands' replies, or ``StoreError`` for the first refusal; ``[]`` for a
-        transaction Redis dropped because a WATCHed key changed."""
+        """The commands' replies, or ``StoreError`` for the first refusal (a ``bulk`` batch's
+        refusals stay in place); ``[]`` for a transaction Redis dropped because a WATCHed key
+        changed."""
         if self.batch.transaction:
             return self._transaction()
         for reply in self._replies:
-            _raise_if_refused(reply)
+            if not (self.batch.bulk and isinstance(reply, Refusal)):
+                _raise_if_refused(reply)  # (NOSCRIPT always: the executor loads and resends)
         return self._replies
 
     def _transaction(self) -> list[Any]:

@@ -48,7 +48,7 @@ def split(
     parts: dict[N, tuple[Batch, list[int]]] = {}
     for index, (command, node) in enumerate(zip(batch.commands, nodes, strict=True)):
         part = first if node is None else node
-        sub, positions = parts.setdefault(part, (Batch(raw=batch.raw), []))
+        sub, positions = parts.setdefault(part, (Batch(raw=batch.raw, bulk=batch.bulk), []))
         sub.commands.append(command)
         positions.append(index)
     return [(node, sub, positions) for node, (sub, positions) in parts.items()]
