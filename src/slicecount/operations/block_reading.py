@@ -145,7 +145,7 @@ def _open_text(flat: Sequence[bytes]) -> tuple[int, bytes]:
     text = b" ".join(flat)
     if PLAIN.fullmatch(text) and text.count(b" ") == len(flat) - 1:
         return len(flat) // 2, text
-    kept = [b"%d %d" % pair for pair in _open_fields(flat)]
+    kept = [b"%d %d" % pair for pair in _open_fields(flat, below=2**53)]
     return len(kept), b" ".join(kept)
 
 
@@ -200,13 +200,14 @@ def _counts(found: blocks.Stored, precision: int, first: int, end: int) -> list[
     return [n or None for n in counts]
 
 
-def _open_fields(flat: Iterable[Any]) -> Iterable[tuple[int, int]]:
-    """An open hash's (second, count) pairs that are plain integers below 2**53, as the
-    script keeps them: a foreign field in our hash is never a reason to fail a read."""
+def _open_fields(flat: Iterable[Any], below: int = 2**63) -> Iterable[tuple[int, int]]:
+    """An open hash's (second, count) pairs that are plain integers below ``below``: 64 bits,
+    all Redis holds, or 2**53 where the script's numbers (Lua's doubles) must agree. A
+    foreign field in our hash is never a reason to fail a read."""
     for field, count in pairs(list(flat or ())):
         if INTEGER.fullmatch(field) and INTEGER.fullmatch(count):
             second, n = int(field), int(count)
-            if abs(second) < 2**53 > abs(n):
+            if abs(second) < below > abs(n):
                 yield second, n
 
 
