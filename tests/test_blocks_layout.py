@@ -284,14 +284,8 @@ def drive_commands(
         replies += store.run(_one(Batch([command], raw=batch.raw)))
     if pending:
         between()
-    sent = 1
-    while True:
-        try:
-            batch = operation.send(replies)
-        except StopIteration as done:
-            return done.value, sent
-        replies = store.run(_one(batch))
-        sent += 1
+    result, sent = drive(store, operation, -1, between, replies)
+    return result, 1 + sent
 
 
 @pytest.mark.slow
@@ -359,11 +353,15 @@ def test_a_range_read_is_one_atomic_round_trip_whenever_the_cleaner_runs(
 
 
 def drive(
-    store: Store, operation: Operation[T], step: int, between: Callable[[], object]
+    store: Store,
+    operation: Operation[T],
+    step: int,
+    between: Callable[[], object],
+    replies: Any = None,
 ) -> tuple[T, int]:
     """Run ``operation`` one round trip at a time, ``between()`` ahead of round trip number
-    ``step``; its result and how many round trips it took."""
-    replies: Any = None
+    ``step``; its result and how many round trips it took. ``replies``: those of the batch it
+    yielded last, when it was started elsewhere."""
     sent = 0
     while True:
         try:
