@@ -185,7 +185,7 @@ class AsyncStore(StoreBase["aioredis.Redis | AsyncCluster"]):
         try:
             async with deadline(wait) as window:
                 for k in range(reader.expected):
-                    if wait is not None and k % PROGRESS == 0:
+                    if wait is not None and k and k % PROGRESS == 0:  # (set at k = 0)
                         move(window, loop.time() + wait)
                     try:
                         reply = await connection.read_response(
