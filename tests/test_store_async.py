@@ -6,14 +6,18 @@ import asyncio
 import os
 import signal
 import time
+from typing import Any
 
 import pytest
+from redis._parsers import _AsyncHiredisParser, _AsyncRESP2Parser
 
 from slicecount.config import Settings
 from slicecount.embedded import EmbeddedRedis
 from slicecount.errors import StoreError
+from slicecount.operations.batches import Batch, Command, Operation, ScriptCall
 from slicecount.store import Store
 from slicecount.store.asyncio import AsyncStore
+from slicecount.store.replies import Refusal
 
 T0 = 1_700_000_000
 
@@ -100,5 +104,47 @@ def test_a_redis_that_stops_answering_mid_batch_fails_the_read_in_its_socket_tim
             assert 0.4 < took < 5
             found = await astore.read_stored(ids, 1, T0, T0 + 1)
             assert {dict(stored.open)[T0] for stored in found.each().values()} == {1}
+
+    asyncio.run(scenario())
+
+
+@pytest.mark.parametrize("parser", ["hiredis", "python"])
+def test_a_batch_is_read_alike_by_the_hiredis_fast_path_and_redis_pys_parser(
+    private_redis: EmbeddedRedis, parser: str
+) -> None:
+    """``AsyncStore._round_trip`` takes replies straight from the connection's hiredis reader
+    (a client without hiredis reads them through redis-py): both give the same replies, over
+    many socket reads, with a refused command in place in a bulk batch (or raised in another)
+    and decoded or raw as the batch asks."""
+    keys = [f"h{n}" for n in range(400)]
+
+    def batch(raw: bool, bulk: bool) -> Operation[list[Any]]:
+        commands: list[Command | ScriptCall] = [("HGETALL", k) for k in keys]
+        commands[7:7] = [("INCR", "h1"), ("GET", "nothing"), ("HLEN", "h2")]
+        replies: list[Any] = yield Batch(commands, raw=raw, bulk=bulk)
+        return replies
+
+    async def scenario() -> None:
+        async with AsyncStore.from_url(private_redis.url, socket_timeout=2.0) as astore:
+            pool = astore.client.connection_pool  # type: ignore[union-attr]
+            if parser == "python":
+                pool.connection_kwargs["parser_class"] = _AsyncRESP2Parser
+            await astore.client.hset("h1", mapping={f"f{n}": "x" * 300 for n in range(300)})
+            await astore.client.hset("h2", mapping={"a": "1", "b": "2"})
+            for raw in (False, True):
+                replies = await astore.run(batch(raw, bulk=True))
+                assert len(replies) == len(keys) + 3
+                assert isinstance(replies[7], Refusal) and "WRONGTYPE" in str(replies[7])
+                assert replies[8:10] == [None, 2]
+                whole = replies[:7] + replies[10:]
+                big = whole[1]
+                assert len(big) == 600 and all(isinstance(s, bytes if raw else str) for s in big)
+                assert whole[2] == ([b"a", b"1", b"b", b"2"] if raw else ["a", "1", "b", "2"])
+                assert all(r == [] for r in whole[:1] + whole[3:])
+            with pytest.raises(StoreError, match="WRONGTYPE"):
+                await astore.run(batch(False, bulk=False))
+            assert await astore.client.hlen("h2") == 2  # the connection is still good
+            parsers = {type(c._parser) for c in pool._available_connections}
+            assert parsers == {_AsyncRESP2Parser if parser == "python" else _AsyncHiredisParser}
 
     asyncio.run(scenario())

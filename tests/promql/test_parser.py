@@ -182,3 +182,14 @@ def test_name_matcher_and_regex_are_fully_anchored() -> None:
     assert node.matches({"__name__": "http_requests_total", "route": "/a"})
     assert not node.matches({"__name__": "xhttp_requests_total", "route": "/a"})
     assert not node.matches({"__name__": "http_requests_total", "route": "/ab"})
+
+
+def test_the_same_text_is_parsed_once_and_an_error_every_time() -> None:
+    """A dashboard asks the same queries at every refresh: their trees are kept (a tree is
+    never changed once built); a text that does not parse is refused each time it comes."""
+    text = 'sum by (le) (rate(x_bucket{a=~"b.*"}[1m]))'
+    assert parse(text) is parse(text)
+    assert parse(text) is not parse(text + " ")
+    for _ in range(2):
+        with pytest.raises(QueryError, match="unexpected"):
+            parse("sum(")

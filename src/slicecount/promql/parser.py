@@ -7,6 +7,7 @@ name the construct and its position. Pure.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -56,10 +57,21 @@ PRECEDENCE = {
 _UNARY_PRECEDENCE = PRECEDENCE["^"]  # -2 ^ 2 is -(2 ^ 2), as in Prometheus
 
 
+PARSED = 1024
+"""Texts whose trees are kept: a dashboard asks the same queries at every refresh, and a
+panel's query took 1-2 ms to parse, a tenth of a live 5-minute refresh's CPU."""
+
+
 def parse(text: str) -> Node:
-    """The tree of a PromQL expression; QueryError naming the first problem."""
+    """The tree of a PromQL expression; QueryError naming the first problem. A tree is never
+    changed once built, so the same text is parsed once (of the last PARSED)."""
     if not isinstance(text, str) or not text.strip():
         raise QueryError("empty query: expected a PromQL expression such as up")
+    return _parse(text)
+
+
+@functools.lru_cache(maxsize=PARSED)
+def _parse(text: str) -> Node:
     parser = _Parser(text)
     node = parser.expression(0)
     parser.expect("end")

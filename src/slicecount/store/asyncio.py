@@ -16,6 +16,7 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import redis
 import redis.asyncio as aioredis
+from redis._parsers.hiredis import NOT_ENOUGH_DATA, _AsyncHiredisParser
 from redis.asyncio.cluster import ClusterNode as AsyncClusterNode
 from redis.asyncio.cluster import RedisCluster as AsyncCluster
 from redis.asyncio.sentinel import Sentinel as AsyncSentinel
@@ -66,8 +67,39 @@ def _awaiting(
     return method
 
 
-PROGRESS = 64
-"""Replies read between two moves of a batch's deadline."""
+def _hiredis_reader(connection: Any) -> Any:
+    """The hiredis reader of a connection speaking RESP2 (ours, ``wire.client_options``),
+    or None: another parser (a client built without hiredis) is read reply by reply."""
+    parser = getattr(connection, "_parser", None)
+    if isinstance(parser, _AsyncHiredisParser) and connection.protocol in (2, "2"):
+        return getattr(parser, "_reader", None)
+    return None
+
+
+async def _take(
+    hiredis: Any, parser: Any, reader: ReplyReader, raw: bool, more: Callable[[], None]
+) -> None:
+    """Feed ``reader`` its replies from ``hiredis``, reading the socket when it runs dry. As
+    redis-py's parser does: an error reply is a refusal, a connection error (LOADING ...)
+    raises, alone or first in an array."""
+    gets = hiredis.gets
+    left = reader.expected
+    while left:
+        reply = gets(False) if raw else gets()
+        if reply is NOT_ENOUGH_DATA:
+            await parser.read_from_socket()  # (raises when Redis closed the connection)
+            more()
+            continue
+        if type(reply) is list:
+            if reply and isinstance(reply[0], redis.ConnectionError):
+                raise reply[0]
+        elif isinstance(reply, redis.ResponseError):
+            reply = refusal(reply)
+        elif isinstance(reply, redis.ConnectionError):
+            raise reply
+        reader.feed(reply)
+        left -= 1
+
 
 CLIENTS = Clients(aioredis.Redis, AsyncSentinel, AsyncCluster, AsyncClusterNode)
 
@@ -171,29 +203,36 @@ class AsyncStore(StoreBase["aioredis.Redis | AsyncCluster"]):
 
     @staticmethod
     async def _round_trip(connection: Any, batch: Batch) -> list[Any]:
-        """Send a batch and read its replies. A batch's replies share one deadline, moved on
-        by ``socket_timeout`` every PROGRESS replies: redis-py's own read timeout, set up and
-        torn down at each reply, cost a refresh reading its open hashes (thousands of small
-        replies) more than Redis took to send them. Redis silent for ``socket_timeout``
-        still fails the batch, as do PROGRESS replies taking longer than that together.
-        (redis-py before 8 has no ``timeout=math.inf``: each reply is then timed again,
-        correct but without the saving.)"""
+        """Send a batch and read its replies under one deadline, moved on by
+        ``socket_timeout`` whenever Redis sends more: Redis silent that long fails the batch.
+        The replies are taken straight from the connection's hiredis reader as each read
+        from the socket allows: redis-py's ``read_response`` (its own timeout, set up and
+        torn down at each reply, three coroutines deep) cost a refresh reading its open
+        hashes (thousands of small replies) more than Redis took to send them."""
         reader = ReplyReader(batch)
         await connection.send_packed_command([pack(batch)])
         wait: float | None = connection.socket_timeout
         loop = asyncio.get_running_loop()
         try:
             async with deadline(wait) as window:
-                for k in range(reader.expected):
-                    if wait is not None and k and k % PROGRESS == 0:  # (set at k = 0)
+
+                def more() -> None:  # Redis sent something: it has another wait to go on
+                    if wait is not None:
                         move(window, loop.time() + wait)
-                    try:
-                        reply = await connection.read_response(
-                            disable_decoding=batch.raw, timeout=math.inf
-                        )
-                    except redis.ResponseError as error:
-                        reply = refusal(error)
-                    reader.feed(reply)
+
+                hiredis = _hiredis_reader(connection)
+                if hiredis is not None:
+                    await _take(hiredis, connection._parser, reader, batch.raw, more)
+                else:
+                    for _ in range(reader.expected):
+                        try:
+                            reply = await connection.read_response(
+                                disable_decoding=batch.raw, timeout=math.inf
+                            )
+                        except redis.ResponseError as error:
+                            reply = refusal(error)
+                        reader.feed(reply)
+                        more()
         except asyncio.TimeoutError as silent:  # (the built-in TimeoutError from 3.11 on)
             await connection.disconnect(nowait=True)  # mid-reply: never reused
             raise redis.TimeoutError(f"no reply from Redis for {wait} s") from silent

@@ -29,7 +29,7 @@ class Refusal(Exception):
 class ReplyReader:
     """Collects the replies of ``batch``; ``result()`` once ``expected`` were fed."""
 
-    __slots__ = ("_replies", "batch", "expected")
+    __slots__ = ("_refused", "_replies", "batch", "expected")
 
     expected: int
     """How many replies to feed before ``result()``."""
@@ -39,9 +39,12 @@ class ReplyReader:
         # a transaction answers MULTI's OK, one QUEUED (or refusal) per command, then EXEC
         self.expected = len(batch.commands) + (2 if batch.transaction else 0)
         self._replies: list[Any] = []
+        self._refused = False
 
     def feed(self, reply: Any) -> None:
         self._replies.append(reply)
+        if isinstance(reply, Exception):
+            self._refused = True
 
     def result(self) -> list[Any]:
         """The commands' replies, or ``StoreError`` for the first refusal (a ``bulk`` batch's
@@ -49,6 +52,8 @@ class ReplyReader:
         changed."""
         if self.batch.transaction:
             return self._transaction()
+        if not self._refused:  # (thousands of replies in a refresh's read)
+            return self._replies
         for reply in self._replies:
             if not (self.batch.bulk and isinstance(reply, Refusal)):
                 _raise_if_refused(reply)  # (NOSCRIPT always: the executor loads and resends)
