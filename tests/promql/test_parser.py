@@ -10,11 +10,13 @@ from slicecount.promql.ast import (
     Aggregate,
     Binary,
     Call,
+    Matcher,
     MatrixSelector,
     Node,
     NumberLiteral,
     Unary,
     VectorSelector,
+    compile_regex,
 )
 from slicecount.promql.durations import format_duration, parse_duration
 from slicecount.promql.lexer import DottedName
@@ -182,6 +184,17 @@ def test_name_matcher_and_regex_are_fully_anchored() -> None:
     assert node.matches({"__name__": "http_requests_total", "route": "/a"})
     assert not node.matches({"__name__": "xhttp_requests_total", "route": "/a"})
     assert not node.matches({"__name__": "http_requests_total", "route": "/ab"})
+
+
+@pytest.mark.parametrize("pattern", [".*", ".+", ".*x", "(.*)"])
+@pytest.mark.parametrize("op", ["=~", "!~"])
+def test_a_regex_matching_everything_answers_as_it_would_run(pattern: str, op: str) -> None:
+    """``.*`` and ``.+`` are answered without running them, alike to the regex: ``.``
+    matches no newline, ``.+`` no empty value."""
+    matcher, regex = Matcher.make("a", op, pattern), compile_regex(pattern)
+    for value in ["", "x", "/api/v1/{id}", "two\nlines", "\n", "ünïcode", " "]:
+        ran = regex.fullmatch(value) is not None
+        assert matcher.matches(value) == (ran if op == "=~" else not ran), value
 
 
 def test_the_same_text_is_parsed_once_and_an_error_every_time() -> None:
