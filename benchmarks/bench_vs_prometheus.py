@@ -29,14 +29,14 @@ dashboard ``grafana/dashboards/http-overview-prometheus.json`` go to both as Gra
 (``grafana_refresh.py``: form POSTs, 6 at a time, steps from 900 points a panel: 15 s for the
 last 5 minutes and the last hour, 2 m for the last 24 hours; ``$__rate_interval`` 1m0s, 1m0s,
 2m15s), each refresh R times alternating the servers; p50 and p99 of a refresh, the ratio
-slicecount / Prometheus, and panels refused (4xx). Bytes: what Redis's keys take (MEMORY
-USAGE summed over the keys, plus the key table), per series, and used_memory over the empty
-server's (which also counts the Lua VM, the script cache and client buffers: ~0.66 MB that a
-FLUSHALL leaves); Prometheus's blocks on disk (chunks, index, meta) per sample. Accuracy:
-``increase(http_requests_total[1m])`` summed and by route over the last hour at a 15 s step,
-against the requests in [t - 60, t); and
-``count(http_requests_total)`` at the end against the series that had requests. Nothing is
-asserted; a server that does not start exits non-zero. The machine is shared and noisy.
+slicecount / Prometheus, and panels refused (4xx). Bytes: what Redis's keys take (MEMORY USAGE
+summed over the keys, plus the key tables' slots, ``key_tables``), per series, and used_memory
+over the empty server's (which also counts the Lua VM, the script cache and client buffers:
+~0.66 MB that a FLUSHALL leaves); Prometheus's blocks on disk (chunks, index, meta) per sample.
+Accuracy: ``increase(http_requests_total[1m])`` summed and by route over the last hour at a 15 s
+step, against the requests in [t - 60, t); and ``count(http_requests_total)`` at the end against
+the series that had requests. Nothing is asserted; a server that does not start exits non-zero.
+The machine is shared and noisy.
 
 The baseline of issue 24 (layers2 cfcbf5f: the one engine on the book's layout, default
 limits; 4 min on a 2-core machine at a load average of about 4; p50 / p99 over 20 refreshes):
@@ -148,7 +148,7 @@ class Sizes:
     """What each side holds after the traffic was written."""
 
     redis_used: int = 0  # used_memory over the empty server's
-    redis_keys: int = 0  # MEMORY USAGE summed over the keys, and the key table's own bytes
+    redis_keys: int = 0  # MEMORY USAGE summed over the keys, and the key tables' own bytes
     fields: int = 0  # hash fields of count: keys (slices stored)
     keys: int = 0
     prometheus_bytes: int = 0  # the blocks' files
@@ -180,8 +180,6 @@ def write_slicecount(url: str, traffic: Traffic, sizes: Sizes, layout: str) -> N
     if leases:
         client.delete(*leases)
     sizes.redis_used = int(client.info("memory")["used_memory"]) - empty
-    stats = client.memory_stats()
-    sizes.redis_keys = int(stats.get("db.0", {}).get("overhead.hashtable.main", 0))
     for key in client.scan_iter(count=1000):
         sizes.keys += 1
         sizes.redis_keys += int(client.memory_usage(key, samples=0) or 0)
@@ -189,7 +187,25 @@ def write_slicecount(url: str, traffic: Traffic, sizes: Sizes, layout: str) -> N
             sizes.fields += int(client.hlen(key))
         elif key.startswith(b"open:"):
             sizes.fields += int(client.hlen(key))
+    sizes.redis_keys += key_tables(client.memory_stats().get("db.0", {}), sizes.keys)
     client.close()
+
+
+KEY_ENTRY = 24 + 16
+"""What Redis (7.0) spends on a key in its key table: its dictEntry and its robj."""
+
+
+def key_tables(db: dict[str, int], keys: int) -> int:
+    """The bytes of a database's key tables that no key's MEMORY USAGE counts: the main
+    table's slots and the expiry table. MEMORY STATS' ``overhead.hashtable.main`` is each
+    key's dictEntry and robj plus the slots (``getMemoryOverheadData``), and MEMORY USAGE
+    already counts a key's dictEntry and robj (``memoryCommand``, ``objectComputeSize``):
+    added whole, as up to run 4, they were counted twice, 40 bytes a key."""
+    main = int(db.get("overhead.hashtable.main", 0))
+    slots = main - KEY_ENTRY * keys
+    if slots < 0 or slots % 8:  # another Redis's accounting: count it whole, never less
+        slots = main
+    return slots + int(db.get("overhead.hashtable.expires", 0))
 
 
 def backfill_prometheus(promtool: str, traffic: Traffic, folder: Path, sizes: Sizes) -> Path:
@@ -616,7 +632,7 @@ def report(run: Run, figures: list[Figure]) -> None:
     print(f"   {'bytes of the history':<34}{sc_bytes:>24}{prom_bytes:>24}"
           f"{f'{s.redis_keys / s.prometheus_bytes:.2f}x':>14}")  # fmt: skip
     print(
-        f"      slicecount: the keys' MEMORY USAGE and the key table; {s.keys:,} keys, "
+        f"      slicecount: the keys' MEMORY USAGE and the key tables' slots; {s.keys:,} keys, "
         f"{s.fields:,} hash fields; used_memory over the empty server's "
         f"{s.redis_used / 1e6:.2f} MB (also the Lua VM, the script cache, client buffers). "
         "Prometheus: chunks, index and meta of its blocks"

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import random
+import zlib
 from dataclasses import astuple
 
 import pytest
 
 from slicecount.core import blocks, splices
 from slicecount.core.blocks import NOTHING_STORED, BlockError, Header
-from slicecount.core.frames import FRAME_SLICES, decode_frame, encode_frame
+from slicecount.core.frames import FRAME_SLICES, SPARSE, decode_frame, encode_frame, varints
 from slicecount.core.spans import Spans
 from slicecount.reads import decoding
 from slicecount.reads.decoding import decode_frames, slices_matrix
@@ -42,16 +43,50 @@ def test_frames_decode_as_the_codec_decodes_them() -> None:
         ]
         for _ in range(40)
     ] + [[0] * FRAME_SLICES]
+    few = [dict.fromkeys(rng.sample(range(FRAME_SLICES), k), 0) for k in (1, 2, 5, 30)]
+    for extreme in (1, -1, 300, -(2**63), 2**63 - 1):
+        for slices in few:  # a few counts, the first and last slices among them
+            one = [0] * FRAME_SLICES
+            for at in [*slices, 0, FRAME_SLICES - 1]:
+                one[at] = rng.choice((extreme, 1, 2))
+            values.append(one)
     frames = [encode_frame(v) for v in values]
+    assert sum(f[:1] == bytes((SPARSE,)) for f in frames) >= 15  # the few counts are listed
     decoded = decode_frames(frames)
     assert decoded.tolist() == [decode_frame(f) for f in frames] == values
 
 
-def test_a_bad_frame_is_a_block_error() -> None:
+def test_a_frame_with_a_few_counts_lists_them() -> None:
+    """A frame with a few counts is its nonzero slices listed, shorter than deflated planes
+    (deflate's own block cost 16-18 bytes a frame of an hour or a day)."""
+    values = [0] * FRAME_SLICES
+    values[3], values[400], values[719] = 2, 1, 5
+    listed = encode_frame(values)  # (gap, zigzagged value): 3 zeros then 2, 396 then 1 ...
+    assert listed == bytes((SPARSE,)) + varints([3, 4, 396, 2, 318, 10])
+    packer = zlib.compressobj(9, zlib.DEFLATED, -15)  # its one byte plane, deflated
+    planes = packer.compress(bytes(2 * n for n in values)) + packer.flush()
+    assert len(listed) == 9 < 1 + len(planes)
+    assert decode_frame(listed) == values
+    values[:300] = [7] * 300  # dense: deflated planes again
+    assert encode_frame(values)[0] == 1 and decode_frame(encode_frame(values)) == values
+
+
+@pytest.mark.parametrize(
+    "frame",
+    [
+        b"\x03abc",  # no such width
+        b"\x01\x00\x00",  # planes that do not inflate
+        bytes((SPARSE,)) + b"\x80",  # a varint cut short
+        bytes((SPARSE,)) + varints([1, 2, 3]),  # a slice without its value
+        bytes((SPARSE,)) + varints([FRAME_SLICES, 2]),  # a slice past the frame
+        bytes((SPARSE,)) + varints([700, 2, 30, 2]),  # the second past it
+    ],
+)
+def test_a_bad_frame_is_a_block_error(frame: bytes) -> None:
     with pytest.raises(BlockError):
-        decode_frames([b"\x03abc"])
+        decode_frames([frame])
     with pytest.raises(BlockError):
-        decode_frames([b"\x01\x00\x00"])
+        decode_frame(frame)
 
 
 @pytest.mark.parametrize("precision", LADDER)
@@ -89,7 +124,7 @@ def test_any_range_and_sum_of_slices_reads_as_the_codec_adds_up() -> None:
     series = [
         {T0 + i: rng.choice((1, 2, 300, 70_000, -3)) for i in range(0, history, rng.choice((1, 7)))}
         for _ in range(5)
-    ]
+    ] + [{T0 + rng.randrange(history): rng.choice((1, 5, -2)) for _ in range(k)} for k in (3, 9)]
     stored_blocks = [block_of(counts) for counts in series]
     for _ in range(60):
         precision = rng.choice(LADDER)
@@ -108,18 +143,23 @@ def test_any_range_and_sum_of_slices_reads_as_the_codec_adds_up() -> None:
         )
 
 
-def test_inflated_frames_are_remembered_within_their_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_decoded_frames_are_remembered_within_their_bound(monkeypatch: pytest.MonkeyPatch) -> None:
     rng = random.Random(5)
     values = [[rng.randint(0, 300) for _ in range(FRAME_SLICES)] for _ in range(40)]
+    for k in range(40):  # and listed ones
+        values.append([0] * FRAME_SLICES)
+        values[-1][k] = values[-1][-k] = k + 1
     frames = [encode_frame(v) for v in values]
-    monkeypatch.setattr(decoding, "_inflated_frames", {})
-    monkeypatch.setattr(decoding, "_inflated_size", [0])
-    monkeypatch.setattr(decoding, "INFLATED_BYTES", 20 * 2 * FRAME_SLICES)  # half of them
-    for _ in range(3):  # inflated, then remembered (or inflated again past the bound)
+    assert {f[0] for f in frames} == {2, SPARSE}
+    monkeypatch.setattr(decoding, "_decoded_frames", {})
+    monkeypatch.setattr(decoding, "_decoded_size", [0])
+    monkeypatch.setattr(decoding, "DECODED_BYTES", 20 * 2 * FRAME_SLICES)  # half of them
+    for _ in range(3):  # decoded, then remembered (or decoded again past the bound)
         assert decode_frames(frames).tolist() == values
-        assert 0 < decoding._inflated_size[0] <= decoding.INFLATED_BYTES
-        assert len(decoding._inflated_frames) <= 20
-    remembered = next(iter(decoding._inflated_frames))
-    assert decoding._inflated(remembered) is decoding._inflated_frames[remembered]
+        assert 0 < decoding._decoded_size[0] <= decoding.DECODED_BYTES
+        assert len(decoding._decoded_frames) <= 60
+    for remembered in decoding._decoded_frames:
+        read = decoding._listed if remembered[0] == SPARSE else decoding._inflated
+        assert read(remembered) is decoding._decoded_frames[remembered]
     with pytest.raises(BlockError, match="inflate"):  # a bad frame is never remembered
         decode_frames([b"\x01\xff\xff\xff"])

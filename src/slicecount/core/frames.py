@@ -1,9 +1,17 @@
 """A frame's codec: the values of ``FRAME_SLICES`` slices of one precision as bytes. Pure.
 
-A frame of all zeros is empty (0 bytes). Otherwise its first byte is its width w (1, 2, 4 or
-8): the rest is a raw deflate stream of w byte planes of the zigzagged values (byte 0 of every
-slice, then byte 1, ...), so a run of small counts compresses like the zeros around it. A block
-(``core/blocks.py``) is a header locating its frames, then the frames.
+A frame of all zeros is empty (0 bytes). Otherwise its first byte says how the rest holds
+the values, whichever is shorter:
+
+- a width w (1, 2, 4 or 8): a raw deflate stream of w byte planes of the zigzagged values
+  (byte 0 of every slice, then byte 1, ...), so a run of small counts compresses like the
+  zeros around it;
+- ``SPARSE`` (0): the nonzero slices listed, a (gap, zigzagged value) pair of varints each,
+  the gap the zero slices before it since the previous one. A frame with a few counts (a
+  quiet series, an hour or a day of a coarse precision) took 16-18 bytes deflated: deflate's
+  own block costs more than the values.
+
+A block (``core/blocks.py``) is a header locating its frames, then the frames.
 """
 
 from __future__ import annotations
@@ -12,7 +20,8 @@ import functools
 import sys
 import zlib
 from array import array
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from itertools import compress
 
 FRAME_SLICES = 720
 """Slices in one frame: 1 h of 5 s slices, 12 h of 60 s. A read of a range decodes at most the
@@ -20,6 +29,8 @@ frames it overlaps; a cleaner's pass rewrites only the frames it adds to."""
 MAX_FRAME = 0xFFFF
 """A frame's length is a u16: 720 values of 8 bytes, deflated, always fit."""
 WIDTHS = (1, 2, 4, 8)
+SPARSE = 0
+"""The first byte of a frame that lists its nonzero slices (see the module)."""
 _MASK = (1 << 64) - 1
 
 
@@ -28,7 +39,8 @@ class BlockError(ValueError):
 
 
 def encode_frame(values: Sequence[int]) -> bytes:
-    """One frame's bytes (empty when every value is 0)."""
+    """One frame's bytes (empty when every value is 0): its planes deflated, or its nonzero
+    slices listed when that is shorter."""
     if not any(values):
         return b""
     raw, top = _zigzag(values)
@@ -36,6 +48,10 @@ def encode_frame(values: Sequence[int]) -> bytes:
     planes = b"".join(raw[i::8] for i in range(width))
     packer = zlib.compressobj(9, zlib.DEFLATED, -15)
     data = bytes((width,)) + packer.compress(planes) + packer.flush()
+    if 2 * (len(values) - values.count(0)) < len(data):  # a listing may be shorter
+        listed = _listed(values)
+        if len(listed) < len(data):
+            data = listed
     if len(data) > MAX_FRAME:
         raise BlockError(f"a frame of {len(values)} values took {len(data)} bytes")
     return data
@@ -46,6 +62,11 @@ def decode_frame(data: bytes, slices: int = FRAME_SLICES) -> list[int]:
     if not data:
         return [0] * slices
     width = data[0]
+    if width == SPARSE:
+        out = [0] * slices
+        for at, value in zip(*listed_slices(data, slices), strict=True):
+            out[at] = value
+        return out
     if width not in WIDTHS:
         raise BlockError(f"a frame of width {width}")
     try:
@@ -58,6 +79,63 @@ def decode_frame(data: bytes, slices: int = FRAME_SLICES) -> list[int]:
     for i in range(width):
         raw[i::8] = planes[i * slices : (i + 1) * slices]
     return _unzigzag(bytes(raw), slices)
+
+
+def _listed(values: Sequence[int]) -> bytes:
+    """A ``SPARSE`` frame of ``values``."""
+    numbers: list[int] = []
+    last = -1
+    for at in compress(range(len(values)), values):
+        value = values[at]
+        numbers += (at - last - 1, 2 * value if value >= 0 else -2 * value - 1)
+        last = at
+    return bytes((SPARSE,)) + varints(numbers)
+
+
+def listed_slices(data: bytes, slices: int = FRAME_SLICES) -> tuple[list[int], list[int]]:
+    """The nonzero slices of a ``SPARSE`` frame: their indices and their values."""
+    numbers, _ = read_varints(data, 1, -1)
+    if len(numbers) % 2:
+        raise BlockError("a listed frame with a slice but no value")
+    at, indices, values = -1, [], []
+    for gap, zigzag in zip(numbers[::2], numbers[1::2], strict=True):
+        at += gap + 1
+        indices.append(at)
+        values.append((zigzag >> 1) ^ -(zigzag & 1))
+    if at >= slices:
+        raise BlockError(f"a listed frame with slice {at} of {slices}")
+    return indices, values
+
+
+def varints(numbers: Iterable[int]) -> bytes:
+    """Non-negative integers as LEB128 varints, 7 bits a byte."""
+    out = bytearray()
+    for n in numbers:
+        while n >= 0x80:
+            out.append((n & 0x7F) | 0x80)
+            n >>= 7
+        out.append(n)
+    return bytes(out)
+
+
+def read_varints(data: bytes, at: int, count: int) -> tuple[list[int], int]:
+    """``count`` varints from ``data[at:]`` (-1: up to the end), and where they end."""
+    out: list[int] = []
+    end = len(data)
+    try:
+        while (count < 0 and at < end) or len(out) < count:
+            n = shift = 0
+            while True:
+                byte = data[at]
+                at += 1
+                n |= (byte & 0x7F) << shift
+                if byte < 0x80:
+                    break
+                shift += 7
+            out.append(n)
+    except IndexError:
+        raise BlockError("varints cut short") from None
+    return out, at
 
 
 def _zigzag(values: Sequence[int]) -> tuple[bytes, int]:

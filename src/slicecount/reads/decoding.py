@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Sequence
+from typing import Any
 
-from slicecount.core.frames import FRAME_SLICES, WIDTHS, BlockError
+from slicecount.core.frames import FRAME_SLICES, SPARSE, WIDTHS, BlockError, listed_slices
 from slicecount.core.spans import Spans
 from slicecount.errors import extra_imports
 
@@ -41,15 +42,19 @@ def decode_frames(frames: Sequence[bytes]) -> Matrix:
 def _by_width(
     frames: Sequence[bytes], cuts: Sequence[tuple[int, int]]
 ) -> list[tuple[list[int], tuple[int, int], Matrix]]:
-    """The nonempty frames grouped by width and cut: their indices in ``frames``, the cut
-    (the slices ``lo:hi`` of each) and those slices' values. Only the cut is rebuilt: a
-    5-minute read needs a tenth of an hour's frame, and the arithmetic was most of its time."""
+    """The nonempty frames grouped by width (or listed, ``SPARSE``) and cut: their indices
+    in ``frames``, the cut (the slices ``lo:hi`` of each) and those slices' values. Only the
+    cut is rebuilt: a 5-minute read needs a tenth of an hour's frame, and the arithmetic was
+    most of its time."""
     groups: dict[tuple[int, tuple[int, int]], list[int]] = {}
     for row, data in enumerate(frames):
         if data:
             groups.setdefault((data[0], cuts[row]), []).append(row)
     decoded = []
     for (width, (lo, hi)), rows in groups.items():
+        if width == SPARSE:
+            decoded.append((rows, (lo, hi), _spread(frames, rows, lo, hi)))
+            continue
         if width not in WIDTHS:
             raise BlockError(f"a frame of width {width}")
         try:
@@ -68,26 +73,52 @@ def _by_width(
     return decoded
 
 
-INFLATED_BYTES = 32 << 20
-"""Bytes of inflated frames kept (by their compressed bytes: the same bytes always inflate
-the same). A sealed frame is read again by every refresh until a late count changes it: a
-dashboard's frames are inflated once, not at every refresh (zlib was a tenth of a 5-minute
-refresh's time)."""
-_inflated_frames: dict[bytes, bytes] = {}
-_inflated_size = [0]
+def _spread(frames: Sequence[bytes], rows: list[int], lo: int, hi: int) -> Matrix:
+    """The slices ``lo:hi`` of the listed frames ``rows``, one row each."""
+    out = np.zeros((len(rows), hi - lo), dtype=np.int64)
+    listed = [_listed(frames[r]) for r in rows]
+    at = np.concatenate([indices for indices, _ in listed])
+    values = np.concatenate([values for _, values in listed])
+    row = np.repeat(np.arange(len(rows)), [len(indices) for indices, _ in listed])
+    inside = (at >= lo) & (at < hi)
+    out[row[inside], at[inside] - lo] = values[inside]
+    return out
+
+
+DECODED_BYTES = 32 << 20
+"""Bytes of decoded frames kept (by their bytes: the same bytes always decode the same). A
+sealed frame is read again by every refresh until a late count changes it: a dashboard's
+frames are decoded once, not at every refresh (zlib was a tenth of a 5-minute refresh's
+time)."""
+_decoded_frames: dict[bytes, Any] = {}
+_decoded_size = [0]
 
 
 def _inflated(frame: bytes) -> bytes:
     """A frame's byte planes (its bytes after the width, inflated), remembered."""
-    found = _inflated_frames.get(frame)
+    found: bytes | None = _decoded_frames.get(frame)
     if found is None:
         found = zlib.decompress(frame[1:], -15)
-        if _inflated_size[0] + len(found) > INFLATED_BYTES:
-            _inflated_frames.clear()  # threads may race here: at worst one inflated again
-            _inflated_size[0] = 0
-        _inflated_frames[frame] = found
-        _inflated_size[0] += len(found) + len(frame)
+        _remember(frame, found, len(found))
     return found
+
+
+def _listed(frame: bytes) -> tuple[Matrix, Matrix]:
+    """A listed frame's nonzero slices (their indices and values), remembered."""
+    found: tuple[Matrix, Matrix] | None = _decoded_frames.get(frame)
+    if found is None:
+        indices, values = listed_slices(frame)
+        found = (np.array(indices, dtype=np.int64), np.array(values, dtype=np.int64))
+        _remember(frame, found, 16 * len(indices))
+    return found
+
+
+def _remember(frame: bytes, decoded: Any, size: int) -> None:
+    if _decoded_size[0] + size > DECODED_BYTES:
+        _decoded_frames.clear()  # threads may race here: at worst one decoded again
+        _decoded_size[0] = 0
+    _decoded_frames[frame] = decoded
+    _decoded_size[0] += size + len(frame)
 
 
 def _summed(values: Matrix, group: int) -> Matrix:
