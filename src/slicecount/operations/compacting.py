@@ -351,6 +351,16 @@ def read_frames(
         empty = not series.prefix and not series.open_count  # its member goes
         if series.fields or empty or _expiring(series.header, ladder, keep_from):
             plans[series.block_key] = frames
+            for p, start, offset, length in _at_the_edge(series.header, ladder, keep_from):
+                if (p, start) in frames:
+                    continue  # counts added to it: cut below with them
+                if offset + length <= len(series.prefix):
+                    try:
+                        _cut_edge(frames, p, start, keep_from[p], series.prefix, offset, length)
+                    except BlockError:
+                        pass  # foreign bytes: the frame is kept as it is
+                else:
+                    wanted.append((series, p, start, offset, length))
     replies: list[Any] = []
     if wanted:
         replies = yield Batch(
@@ -359,10 +369,14 @@ def read_frames(
     for (series, p, start, _, length), data in zip(wanted, replies, strict=True):
         if series.block_key not in plans:
             continue
+        frames = plans[series.block_key]
         try:
             if len(data) != length:
                 raise BlockError(f"a frame of {length} bytes read as {len(data)}")
-            plans[series.block_key][(p, start)] = decode_frame(bytes(data))
+            if (p, start) in frames:
+                frames[(p, start)] = decode_frame(bytes(data))
+            else:  # an edge frame (``_at_the_edge``): in the plan only if it changes
+                _cut_edge(frames, p, start, keep_from[p], bytes(data), 0, length)
         except BlockError:  # the block changed under the plan: its script would refuse it
             del plans[series.block_key]
             notes.conflicts += 1
@@ -377,7 +391,44 @@ def read_frames(
                 if second >= oldest and start + period > keep_from[p]:
                     counts[second] = counts.get(second, 0) + n
             splices.add_counts(plans[series.block_key], [p], counts)
+        for (p, start), values in plans[series.block_key].items():
+            cut = (keep_from[p] - start) // p
+            if 0 < cut < FRAME_SLICES:  # the frame at the retention edge: nothing past it
+                values[:cut] = [0] * cut
     return plans
+
+
+def _at_the_edge(
+    header: Header, ladder: Iterable[int], keep_from: dict[int, int]
+) -> Iterable[tuple[int, int, int, int]]:
+    """The oldest frame of each precision when retention ends inside it (its precision, start,
+    offset and length): a block being rewritten anyway has it cut there, so that a frame kept
+    whole until its last slice expires does not keep up to a frame of expired slices (the
+    1 s section held 10 to 22 minutes for 10 of retention)."""
+    for p in ladder:
+        section = header.section(p)
+        if not (section and section.lengths) or section.lengths[0] == 0:
+            continue
+        start = section.first
+        if start < keep_from[p] < start + section.period:
+            _, _, offset, length = header.frames(p, start, start + 1)
+            yield p, start, offset, length
+
+
+def _cut_edge(
+    frames: dict[tuple[int, int], list[int]],
+    precision: int,
+    start: int,
+    keep_from: int,
+    data: bytes,
+    offset: int,
+    length: int,
+) -> None:
+    """The frame at the retention edge into the plan, if it holds counts before the edge (it
+    is cut with the others): one cut already is left as it is."""
+    values = decode_frame(data[offset : offset + length])
+    if any(values[: (keep_from - start) // precision]):
+        frames[(precision, start)] = values
 
 
 def _expiring(header: Header, ladder: Iterable[int], keep_from: dict[int, int]) -> bool:
