@@ -9,6 +9,7 @@ import pytest
 from slicecount.core import blocks, splices
 from slicecount.core.blocks import BlockError, Header
 from slicecount.core.frames import FRAME_SLICES, decode_frame
+from slicecount.operations import block_reading
 
 T0 = 1_700_000_000
 LADDER = (1, 5, 60)
@@ -107,3 +108,30 @@ def test_a_header_is_small_and_a_lying_one_is_a_block_error() -> None:
         lying = bytearray(data[:10])
         lying[8:10] = (12).to_bytes(2, "little")
         blocks.parse_header(bytes(lying) + b"\x85\x85")
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        [],
+        [b"1700000000", b"5"],
+        [b"1" * 18, b"0", b"007", b"9"],
+        [b"1" * 19, b"2"],
+        [b"2", b"1" * 19],
+        [b"", b"2"],
+        [b"2", b""],
+        [b"1", b"", b"3", b"4"],
+        [b"1 2", b"3"],
+        [b" 1", b"3"],
+        [b"-1", b"2"],
+        [b"+1", b"2"],
+        [b"0x1", b"2"],
+        [b"1e3", b"2"],
+        [b"1.5", b"2"],
+    ],
+)
+def test_open_fields_are_plain_as_the_script_joins_them(fields: list[bytes]) -> None:
+    """The held reads pass an open hash's text on as it is only when every field is what
+    ``read_blocks.lua`` joins as it is: 1 to 18 digits, nothing else."""
+    plain = all(f.isdigit() and 1 <= len(f) <= 18 for f in fields)
+    assert block_reading._plain(fields, b" ".join(fields)) == plain

@@ -116,6 +116,8 @@ PLAIN_TEXT = b"0123456789 "
 """The bytes of plain open fields joined by spaces."""
 PLAIN_DIGITS = 18
 """Open fields joined as read_blocks joins them: plain integers of up to 18 digits."""
+AS_ZEROS = bytes.maketrans(b"123456789", b"0" * 9)
+TOO_LONG = b"0" * (PLAIN_DIGITS + 1)
 INTEGER = re.compile(rb"-?[0-9]+")
 """A field or count kept when the fields are not all plain (below 2**53, as Lua's numbers)."""
 
@@ -153,14 +155,16 @@ def _metas(series: int) -> struct.Struct:
 
 def _plain(fields: Sequence[bytes], text: bytes) -> bool:
     """Whether ``text``, the ``fields`` joined by spaces, is as ``read_blocks`` joins plain
-    fields: each of 1 to 18 digits (no sign, no space inside)."""
+    fields: each of 1 to 18 digits (no sign, no space inside). Checked on the text with
+    bytes methods (a call's thousand fields one by one took ten times as long)."""
     if not fields:
         return True
     return (
-        not text.translate(None, PLAIN_TEXT)
-        and text.count(b" ") == len(fields) - 1
-        and min(map(len, fields)) > 0
-        and max(map(len, fields)) <= PLAIN_DIGITS
+        not text.translate(None, PLAIN_TEXT)  # digits and spaces only
+        and text.count(b" ") == len(fields) - 1  # none inside a field
+        and b"  " not in text  # no empty field
+        and text[:1] != b" " != text[-1:]
+        and TOO_LONG not in text.translate(AS_ZEROS)
     )
 
 

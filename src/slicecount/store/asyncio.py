@@ -84,6 +84,8 @@ async def _take(
     raises, alone or first in an array."""
     gets = hiredis.gets
     left = reader.expected
+    replies: list[Any] = []
+    refused = False
     while left:
         reply = gets(False) if raw else gets()
         if reply is NOT_ENOUGH_DATA:
@@ -95,10 +97,12 @@ async def _take(
                 raise reply[0]
         elif isinstance(reply, redis.ResponseError):
             reply = refusal(reply)
+            refused = True
         elif isinstance(reply, redis.ConnectionError):
             raise reply
-        reader.feed(reply)
+        replies.append(reply)
         left -= 1
+    reader.feed_all(replies, refused)
 
 
 CLIENTS = Clients(aioredis.Redis, AsyncSentinel, AsyncCluster, AsyncClusterNode)

@@ -46,6 +46,12 @@ class ReplyReader:
         if isinstance(reply, Exception):
             self._refused = True
 
+    def feed_all(self, replies: list[Any], refused: bool) -> None:
+        """The replies at once (an executor that read them together), ``refused`` if one is an
+        exception."""
+        self._replies += replies
+        self._refused = self._refused or refused
+
     def result(self) -> list[Any]:
         """The commands' replies, or ``StoreError`` for the first refusal (a ``bulk`` batch's
         refusals stay in place); ``[]`` for a transaction Redis dropped because a WATCHed key
