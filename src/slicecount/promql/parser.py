@@ -72,17 +72,21 @@ def parse(text: str) -> Node:
 
 @functools.lru_cache(maxsize=PARSED)
 def _parse(text: str) -> Node:
-    parser = _Parser(text)
-    node = parser.expression(0)
-    parser.expect("end")
-    if len(walk(node)) > 10_000 or depth(node) > MAX_DEPTH:
-        raise QueryError(f"query nests more than {MAX_DEPTH} levels deep")
-    return node
+    return _Parser(text).whole()
 
 
 class _Parser(Tokens):
     def __init__(self, text: str) -> None:
         super().__init__(text, MAX_DEPTH)
+
+    def whole(self, levels: int = 0) -> Node:
+        """The text as one expression, at most MAX_DEPTH (+ ``levels`` that the caller's
+        grammar adds) deep: evaluation recurses along it."""
+        node = self.expression(0)
+        self.expect("end")
+        if len(walk(node)) > 10_000 or depth(node) > MAX_DEPTH + levels:
+            raise QueryError(f"query nests more than {MAX_DEPTH} levels deep")
+        return node
 
     # -- expressions ------------------------------------------------------------------------
 

@@ -33,16 +33,7 @@ from slicecount.core.series import is_label_name, is_metric_name
 from slicecount.errors import QueryError
 from slicecount.promql import parser as promql
 from slicecount.promql import typecheck
-from slicecount.promql.ast import (
-    NAME_LABEL,
-    Call,
-    Matcher,
-    MatrixSelector,
-    Node,
-    VectorSelector,
-    depth,
-    walk,
-)
+from slicecount.promql.ast import NAME_LABEL, Call, Matcher, MatrixSelector, Node, VectorSelector
 from slicecount.promql.durations import PATTERN as DURATION
 from slicecount.promql.lexer import Token, scan, shown
 from slicecount.promql.signatures import AGGREGATIONS, FUNCTIONS
@@ -103,11 +94,7 @@ def parse(text: str) -> Node:
 
 @functools.lru_cache(maxsize=PARSED_TARGETS)
 def _parse(text: str) -> Node:
-    parser = _Parser(text)
-    node = parser.expression(0)
-    parser.expect("end")
-    if len(walk(node)) > 10_000 or depth(node) > promql.MAX_DEPTH + 2:
-        raise QueryError(f"query nests more than {promql.MAX_DEPTH} levels deep")
+    node = _Parser(text).whole(levels=2)
     return conveniences(node)  # recursive: after the depth is known to be bounded
 
 
