@@ -110,6 +110,40 @@ def test_a_refresh_reads_only_the_blocks_that_changed(settings: Settings, store:
     asyncio.run(dashboard())
 
 
+def test_a_window_moved_by_the_refresh_interval_is_cut_from_frames_decoded_once(
+    settings: Settings, store: Store
+) -> None:
+    """A read whose frames are all held cuts its slices from a wider window decoded by an
+    earlier read (``SealedFrames.window``), the open slices added anew: exact after new open
+    counts and after a pass, counted within the bound, and not kept past a quarter of it."""
+    history(store, settings, 6)
+
+    async def dashboard() -> None:
+        async with AsyncStore(settings) as own:
+            reader = Reader(own, Limits(), clock=lambda: NOW)
+            sealed = reader.sealed
+            assert await refresh(reader, FIRST, LAST) == truth(store, FIRST, LAST)
+            frames_only = sealed.size
+            assert await refresh(reader, FIRST, LAST) == truth(store, FIRST, LAST)
+            assert sealed.cut == 0 and sealed.size > frames_only  # decoded, and kept
+            for shift in (10, 20, 30):  # a dashboard refreshed every 10 s
+                moved = FIRST + shift, LAST + shift
+                assert await refresh(reader, *moved) == truth(store, *moved)
+            assert sealed.cut == 3
+            store.run(open_write(store, SERIES[7], {NOW - 30: 7, NOW - 3000: 2}))
+            assert await refresh(reader, *moved) == truth(store, *moved)
+            assert sealed.cut == 4  # the same frames: only the open slices differ
+            Compactor(store).run(NOW + 60)  # that block rewritten: the chunk decoded anew
+            assert await refresh(reader, *moved) == truth(store, *moved)
+            assert sealed.cut == 4 and sealed.size <= sealed.max_bytes
+            small = Reader(own, Limits(sealed_frame_bytes=4 * frames_only), clock=lambda: NOW)
+            for _ in range(3):  # the window (720 slices a series) is past a quarter of it
+                assert await refresh(small, FIRST, LAST) == truth(store, FIRST, LAST)
+            assert small.sealed.cut == 0 and small.sealed.size < 2 * frames_only  # frames only
+
+    asyncio.run(dashboard())
+
+
 @pytest.mark.slow
 def test_a_late_write_after_sealing_is_read_at_once_and_after_its_pass(
     settings: Settings, store: Store

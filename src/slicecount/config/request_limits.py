@@ -50,9 +50,10 @@ class Limits:
     """A /query reading and computing more points than this is heavy: it waits its turn and is
     evaluated and encoded in a worker thread, leaving the event loop to light requests."""
     sealed_frame_bytes: int = 64 << 20
-    """Bytes of sealed frames the datasource holds between refreshes (64 MiB), least recently
-    used out first: a refresh reads from Redis only the frames of the blocks a cleaner
-    rewrote since the last one (``reads/sealed.py``)."""
+    """Bytes of sealed frames the datasource holds between refreshes (64 MiB), and of the
+    windows decoded from them, least recently used out first: a refresh reads from Redis
+    only the frames of the blocks a cleaner rewrote since the last one, and decodes them
+    once for the refreshes of the next minutes (``reads/sealed.py``)."""
     heavy_requests: int = 2
     """Heavy requests served at once; later ones queue in arrival order. Two: one reads from
     Redis while the other is evaluated, and evaluation that releases the GIL (numpy) runs on

@@ -14,7 +14,7 @@ from slicecount.core.memo import remembered
 from slicecount.errors import extra_imports
 from slicecount.operations.unique_reading import Group
 from slicecount.promql.arrays import Ints
-from slicecount.reads.decoding import Matrix, slices_matrix
+from slicecount.reads.decoding import Matrix, add_open, frames_matrix, slices_matrix
 from slicecount.reads.sealed import SealedFrames
 from slicecount.store.asyncio import AsyncStore
 
@@ -116,14 +116,31 @@ def start_reads(
             held = sealed.lookup(part, stored, first, end) if sealed is not None else None
             generations = held.generations if held is not None else None
             found = await store.read_stored(part, stored, first, end - stored, generations)
+        group = precision // stored
+        window, cached = None, None
         if sealed is not None:
             found = sealed.completed(part, found, held, stored, first, end)
+            if held is not None and found.frames is held.spans.frames:  # none read again
+                window = sealed.window(held, stored, group, first, end)
+                cached = sealed.decoded(held, window)
 
-        def decode() -> Matrix:
-            return slices_matrix(found, stored, first, end, precision // stored)
+        def decode() -> tuple[Matrix, Matrix | None]:
+            if window is None or held is None:
+                return slices_matrix(found, stored, first, end, group), None
+            # the frames as held: cut from their window, decoded once for many refreshes
+            whole = cached
+            if whole is None:
+                whole = frames_matrix(held.spans, stored, window.lo, window.hi, group)
+            at = (first - window.lo) // precision
+            counts = whole[:, at : at + (end - first) // precision].copy()
+            add_open(counts, found, first, precision)
+            return counts, whole
 
         small = len(part) * ((end - first) // precision) <= INLINE_CELLS
-        counts = decode() if small else await anyio.to_thread.run_sync(decode)
+        counts, whole = decode() if small else await anyio.to_thread.run_sync(decode)
+        if sealed is not None and held is not None and window is not None and cached is None:
+            assert whole is not None  # (decoded from the frames held: ``window`` is set)
+            sealed.keep_decoded(part, held, window, whole)  # (on the loop: the cache's one thread)
         return Slices(row_index(found.ids), counts)
 
     return [asyncio.ensure_future(read_chunk(part)) for part in chunks(list(ids), per_chunk)]

@@ -138,6 +138,13 @@ def slices_matrix(stored: Spans, precision: int, start: int, end: int, group: in
     (slice starts, ``end`` excluded): their blocks' frames plus their open slices. The
     slices are those of ``precision`` (as read), or sums of ``group`` of them: slices of
     ``precision * group`` seconds (``start`` a multiple of it, ``group`` dividing a frame)."""
+    out = frames_matrix(stored, precision, start, end, group)
+    add_open(out, stored, start, precision * group)
+    return out
+
+
+def frames_matrix(stored: Spans, precision: int, start: int, end: int, group: int = 1) -> Matrix:
+    """``slices_matrix`` without the open slices: the blocks' frames alone."""
     wide = precision * group
     if FRAME_SLICES % group or start % wide:
         raise ValueError(f"{wide} s slices from {start} are not sums of whole {precision} s ones")
@@ -174,14 +181,21 @@ def slices_matrix(stored: Spans, precision: int, start: int, end: int, group: in
                 values = _summed(values, group)
             columns = place_of[picked] * width + cut_lo // group - skip
             out[row_of[picked, None], columns[:, None] + np.arange(values.shape[1])] = values
-    if stored.opened:
-        pairs = open_pairs(stored.opened, int(meta["open"].sum()))
-        at_row = np.repeat(np.arange(series), meta["open"].astype(np.int64))
-        seconds, counts = pairs[:, 0], pairs[:, 1]
-        columns = (seconds - seconds % wide - start) // wide
-        inside = (columns >= 0) & (columns < slices)
-        np.add.at(out, (at_row[inside], columns[inside]), counts[inside])
     return out
+
+
+def add_open(out: Matrix, stored: Spans, start: int, wide: int) -> None:
+    """Add the open slices of ``stored`` to ``out`` (its rows, slices of ``wide`` seconds
+    from ``start``)."""
+    if not stored.opened or not out.size:
+        return
+    meta = np.frombuffer(stored.meta, dtype=_META)
+    pairs = open_pairs(stored.opened, int(meta["open"].sum()))
+    at_row = np.repeat(np.arange(len(meta)), meta["open"].astype(np.int64))
+    seconds, counts = pairs[:, 0], pairs[:, 1]
+    columns = (seconds - seconds % wide - start) // wide
+    inside = (columns >= 0) & (columns < out.shape[1])
+    np.add.at(out, (at_row[inside], columns[inside]), counts[inside])
 
 
 def open_pairs(text: bytes, pairs: int) -> Matrix:

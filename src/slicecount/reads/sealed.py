@@ -24,10 +24,12 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from slicecount.core.frames import FRAME_SLICES
 from slicecount.core.spans import HELD, LENGTH, Spans
 from slicecount.errors import extra_imports
+from slicecount.reads.decoding import Matrix
 
 with extra_imports("datasource", "the datasource"):
     import numpy as np
@@ -36,6 +38,9 @@ META = np.dtype([("start", "<i8"), ("frames", "<i4"), ("open", "<i4"), ("generat
 """``spans.META`` as a numpy record."""
 SERIES_BYTES = 100
 """What holding a series costs besides its frames (its id's slot, its generation's entry)."""
+DECODED_COLUMNS = 64
+"""A window decoded from held frames starts and ends at a multiple of this many slices: the
+reads of a dashboard refreshed every 10 s cut theirs from one window for minutes."""
 
 
 @dataclass(frozen=True)
@@ -48,11 +53,25 @@ class Held:
     lo: int
     hi: int
     generations: dict[str, int] = field(default_factory=dict)
+    decoded: dict[Window, Matrix] = field(default_factory=dict, compare=False)
+    """The frames decoded over one window (``SealedFrames.window``), while they are held."""
 
     @property
     def size(self) -> int:
         parts = (self.spans.meta, self.spans.lengths, self.spans.frames)
-        return sum(map(len, parts)) + SERIES_BYTES * len(self.spans.ids)
+        decoded = sum(m.nbytes for m in self.decoded.values())
+        return sum(map(len, parts)) + SERIES_BYTES * len(self.spans.ids) + decoded
+
+
+class Window(NamedTuple):
+    """Slices of ``precision * group`` seconds from ``lo`` to ``hi`` (excluded), decoded from
+    frames held: wider than a read, so that the reads of a window moving with the clock cut
+    theirs from the same one."""
+
+    precision: int
+    group: int
+    lo: int
+    hi: int
 
 
 def frame_span(precision: int, first: int, end: int) -> tuple[int, int]:
@@ -71,6 +90,8 @@ class SealedFrames:
         """Series whose frames a read did not fetch (what the tests and benchmarks count)."""
         self.fetched = 0
         """Series whose frames a read fetched."""
+        self.cut = 0
+        """Reads cut from a window of frames decoded by an earlier one."""
         self._held: OrderedDict[tuple[int, tuple[str, ...]], Held] = OrderedDict()
 
     def __len__(self) -> int:
@@ -120,6 +141,35 @@ class SealedFrames:
         of = {s: g for s, g in zip(found.ids, generations, strict=True) if g}
         self._hold(key, Held(frames, lo, hi, of))
         return found
+
+    def window(self, held: Held, precision: int, group: int, first: int, end: int) -> Window:
+        """The window of slices of ``precision * group`` seconds decoded from ``held`` that a
+        read from ``first`` to ``end`` cuts its own from: its bounds rounded out to
+        DECODED_COLUMNS slices, within the frames held."""
+        wide = precision * group
+        step = wide * DECODED_COLUMNS
+        lo, hi = max(first - first % step, held.lo), min(end + (-end) % step, held.hi)
+        return Window(precision, group, lo, hi)
+
+    def decoded(self, held: Held, window: Window) -> Matrix | None:
+        """The frames of ``held`` decoded over ``window`` by an earlier read, if kept."""
+        found = held.decoded.get(window)
+        self.cut += found is not None
+        return found
+
+    def keep_decoded(self, ids: Sequence[str], held: Held, window: Window, decoded: Matrix) -> None:
+        """Keep ``decoded`` (``held``'s frames over ``window``) with ``held``, in place of any
+        other window, while ``held`` is what is held of ``ids`` and within the bound."""
+        key = (window.precision, tuple(ids))
+        if self._held.get(key) is not held or decoded.nbytes > self.max_bytes // 4:
+            return
+        before = held.size
+        held.decoded.clear()
+        held.decoded[window] = decoded
+        self.size += held.size - before
+        while self.size > self.max_bytes and self._held:
+            _, dropped = self._held.popitem(last=False)
+            self.size -= dropped.size
 
     def _hold(self, key: tuple[int, tuple[str, ...]], held: Held) -> None:
         old = self._held.pop(key, None)
