@@ -9,13 +9,14 @@ import time
 from typing import Any
 
 import pytest
+from hiredis import pack_command
 from redis._parsers import _AsyncHiredisParser, _AsyncRESP2Parser
 
 from slicecount.config import Settings
 from slicecount.embedded import EmbeddedRedis
 from slicecount.errors import StoreError
 from slicecount.operations.batches import Batch, Command, Operation, ScriptCall
-from slicecount.store import Store
+from slicecount.store import Store, wire
 from slicecount.store.asyncio import AsyncStore
 from slicecount.store.replies import Refusal
 
@@ -148,3 +149,20 @@ def test_a_batch_is_read_alike_by_the_hiredis_fast_path_and_redis_pys_parser(
             assert parsers == {_AsyncRESP2Parser if parser == "python" else _AsyncHiredisParser}
 
     asyncio.run(scenario())
+
+
+def test_a_batch_packs_as_hiredis_packs_it_whether_its_reads_were_packed_before(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Open hashes' HGETALLs, sent again at every refresh, are packed once (``wire.pack``):
+    the bytes are hiredis's, in a transaction too, and the packed ones stay bounded."""
+    monkeypatch.setattr(wire, "_PACKED", {})
+    monkeypatch.setattr(wire, "_MAX_PACKED", 3)
+    commands: list[Command | ScriptCall] = [("HGETALL", f"k{n}") for n in range(5)]
+    commands += [("GET", "x"), ScriptCall("block_generations", ("b",), ())]
+    plain = [pack_command(wire._wire(c)) for c in commands]
+    for _ in range(2):
+        assert wire.pack(Batch(commands)) == b"".join(plain)
+        whole = [pack_command(("MULTI",)), *plain, pack_command(("EXEC",))]
+        assert wire.pack(Batch(commands, transaction=True)) == b"".join(whole)
+        assert 0 < len(wire._PACKED) <= 3

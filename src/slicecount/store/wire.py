@@ -186,10 +186,29 @@ def client_options(settings: Settings) -> dict[str, Any]:
 def pack(batch: Batch) -> bytes:
     """The batch as one RESP buffer (MULTI/EXEC around it for a transaction). hiredis packs a
     70 000-command flush in ~0.1 s; redis-py's pipeline would spend ~1 s of Python on it."""
-    commands = [_wire(command) for command in batch.commands]
+    packed = [_packed(command) for command in batch.commands]
     if batch.transaction:
-        commands = [("MULTI",), *commands, ("EXEC",)]
-    return b"".join([pack_command(command) for command in commands])
+        packed = [pack_command(("MULTI",)), *packed, pack_command(("EXEC",))]
+    return b"".join(packed)
+
+
+_REREAD = frozenset({"HGETALL"})
+"""Commands sent again with the same keys, packed once: a live refresh reads every series'
+open hash, 2 300 of them at 40 routes, and packing them was 5 % of its CPU."""
+_PACKED: dict[Command, bytes] = {}
+_MAX_PACKED = 100_000
+
+
+def _packed(command: Command | ScriptCall) -> bytes:
+    if isinstance(command, ScriptCall) or command[0] not in _REREAD:
+        one: bytes = pack_command(_wire(command))
+        return one
+    found = _PACKED.get(command)
+    if found is None:
+        if len(_PACKED) >= _MAX_PACKED:
+            _PACKED.clear()  # a new key after another: packing them all again costs little
+        found = _PACKED[command] = pack_command(command)
+    return found
 
 
 def _wire(command: Command | ScriptCall) -> Command:
