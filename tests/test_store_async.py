@@ -19,6 +19,7 @@ from slicecount.operations.batches import Batch, Command, Operation, ScriptCall
 from slicecount.store import Store, wire
 from slicecount.store.asyncio import AsyncStore
 from slicecount.store.replies import Refusal
+from tests.faults import CuttingProxy
 
 T0 = 1_700_000_000
 
@@ -166,3 +167,29 @@ def test_a_batch_packs_as_hiredis_packs_it_whether_its_reads_were_packed_before(
         whole = [pack_command(("MULTI",)), *plain, pack_command(("EXEC",))]
         assert wire.pack(Batch(commands, transaction=True)) == b"".join(whole)
         assert 0 < len(wire._PACKED) <= 3
+
+
+@pytest.mark.parametrize("reset", [False, True], ids=["closed", "reset"])
+def test_a_connection_cut_mid_batch_fails_the_read_with_a_store_error(
+    private_redis: EmbeddedRedis, reset: bool
+) -> None:
+    """Redis's connection closed or reset (an RST) while a batch's replies arrive: a
+    StoreError, as redis-py names it (a 503 from the datasource, never a 500), and the next
+    read on a new connection."""
+
+    def batch() -> Operation[list[Any]]:
+        replies: list[Any] = yield Batch([("HGETALL", "h")] * 200, raw=True)
+        return replies
+
+    with CuttingProxy(private_redis.port) as proxy:
+
+        async def scenario() -> None:
+            async with AsyncStore.from_url(proxy.url, socket_timeout=5.0) as astore:
+                await astore.client.hset("h", mapping={f"f{n}": "x" * 100 for n in range(1000)})
+                proxy.cut_next_reply(skip=1, reset=reset)
+                with pytest.raises(StoreError):
+                    await astore.run(batch())
+                assert proxy.cuts == 1
+                assert await astore.client.hlen("h") == 1000
+
+        asyncio.run(scenario())

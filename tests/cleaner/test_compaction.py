@@ -17,6 +17,7 @@ import redis
 from slicecount.cleaner import Cleaner
 from slicecount.cleaner.compaction import Compaction
 from slicecount.config import Settings
+from slicecount.core import blocks
 from slicecount.core.frames import FRAME_SLICES
 from slicecount.core.keys import KeySpace
 from slicecount.core.slices import oldest_kept
@@ -225,6 +226,31 @@ def test_the_frame_at_the_retention_edge_is_cut_there_when_its_block_is_rewritte
         late = {now + 5: 1, now + 200: 2}  # what the next pass seals, in the next frame
         write_open(redis_client, settings, "jobs", late)
         counts.update(late)
+
+
+def test_an_edge_frame_that_does_not_decode_is_kept_and_the_counts_are_sealed(
+    settings: Settings, store: Store, redis_client: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Foreign bytes in the frame at the retention edge, past the block's first read: the
+    frame is kept as it is, and the pass seals the series' new counts all the same."""
+    monkeypatch.setattr(compacting, "PREFIX_BYTES", 64)
+    keys = keyspace(settings)
+    write_open(redis_client, settings, "jobs", traffic(9, NOW - 1500, NOW - SEAL_GRACE))
+    pass_at(store, NOW)
+    raw = redis.Redis.from_url(settings.redis_url)  # (bytes, not text)
+    block = raw.get(keys.block("jobs"))
+    assert isinstance(block, bytes)
+    header = blocks.parse_header(block)
+    section = header.section(1)
+    assert section is not None
+    _, _, offset, length = header.frames(1, section.first, section.first + 1)
+    raw.setrange(keys.block("jobs"), offset, b"\x07" * length)  # no such width
+    write_open(redis_client, settings, "jobs", {NOW + 5: 3, NOW + 200: 4})
+    done = pass_at(store, NOW + 300)
+    assert done.conflicts == 0 and not done.bad
+    assert redis_client.hlen(keys.open("jobs")) == 0  # sealed
+    (read,) = store.read(["jobs"], 5, NOW, NOW + 200).values()  # (the 5 s frames only)
+    assert {NOW + 5 * k: n for k, n in enumerate(read) if n} == {NOW + 5: 3, NOW + 200: 4}
 
 
 def interleave_once(operation: Operation[T], between: Callable[[], object]) -> Operation[T]:

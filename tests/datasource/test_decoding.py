@@ -80,6 +80,7 @@ def test_a_frame_with_a_few_counts_lists_them() -> None:
         bytes((SPARSE,)) + varints([1, 2, 3]),  # a slice without its value
         bytes((SPARSE,)) + varints([FRAME_SLICES, 2]),  # a slice past the frame
         bytes((SPARSE,)) + varints([700, 2, 30, 2]),  # the second past it
+        bytes((SPARSE,)) + varints([3]) + b"\xff" * 10 + b"\x01",  # a value past 64 bits
     ],
 )
 def test_a_bad_frame_is_a_block_error(frame: bytes) -> None:

@@ -132,6 +132,8 @@ def read_varints(data: bytes, at: int, count: int) -> tuple[list[int], int]:
                 if byte < 0x80:
                     break
                 shift += 7
+                if shift > 63:
+                    raise BlockError("a varint of more than 64 bits")
             out.append(n)
     except IndexError:
         raise BlockError("varints cut short") from None

@@ -376,7 +376,10 @@ def read_frames(
             if (p, start) in frames:
                 frames[(p, start)] = decode_frame(bytes(data))
             else:  # an edge frame (``_at_the_edge``): in the plan only if it changes
-                _cut_edge(frames, p, start, keep_from[p], bytes(data), 0, length)
+                try:
+                    _cut_edge(frames, p, start, keep_from[p], bytes(data), 0, length)
+                except BlockError:
+                    pass  # foreign bytes: the frame is kept as it is, the counts sealed
         except BlockError:  # the block changed under the plan: its script would refuse it
             del plans[series.block_key]
             notes.conflicts += 1

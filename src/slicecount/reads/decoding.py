@@ -90,6 +90,9 @@ DECODED_BYTES = 32 << 20
 sealed frame is read again by every refresh until a late count changes it: a dashboard's
 frames are decoded once, not at every refresh (zlib was a tenth of a 5-minute refresh's
 time)."""
+LISTED_BYTES = 400
+"""What a listed frame's entry costs the cache besides its values: two small arrays, a
+tuple, the key's bytes."""
 _decoded_frames: dict[bytes, Any] = {}
 _decoded_size = [0]
 
@@ -109,7 +112,7 @@ def _listed(frame: bytes) -> tuple[Matrix, Matrix]:
     if found is None:
         indices, values = listed_slices(frame)
         found = (np.array(indices, dtype=np.int64), np.array(values, dtype=np.int64))
-        _remember(frame, found, 16 * len(indices))
+        _remember(frame, found, LISTED_BYTES + 16 * len(indices))
     return found
 
 

@@ -89,7 +89,10 @@ async def _take(
     while left:
         reply = gets(False) if raw else gets()
         if reply is NOT_ENOUGH_DATA:
-            await parser.read_from_socket()  # (raises when Redis closed the connection)
+            try:
+                await parser.read_from_socket()  # (raises when Redis closed the connection)
+            except OSError as reset:  # as redis-py's read_response names it
+                raise redis.ConnectionError(f"error while reading from Redis: {reset}") from reset
             more()
             continue
         if type(reply) is list:
