@@ -33,6 +33,10 @@ SERIES_UNITS = 8
 SET, HLEN and the calls around them), measured on the seeded traffic."""
 BYTES_PER_UNIT = 512
 """Bytes of block written that cost the script about one field's worth."""
+EDGE_MARGIN = 60
+"""Seconds before retention's edge that a pass keeps (frames dropped whole, the frame at the
+edge cut, ``_at_the_edge``): a reader whose clock runs behind the cleaner's still finds every
+slice its precision choice asks for."""
 FIRST_BUDGET = 1000
 """Units of one script call before the cleaner has learnt their cost (about 1 ms)."""
 
@@ -100,7 +104,10 @@ def compact(
     read, then script calls of at most ``budget`` units each (a series costs
     ``SERIES_UNITS``, one a field it moves, one per ``BYTES_PER_UNIT`` of block it writes)."""
     keys, ladder = ctx.keys, ctx.settings.precisions
-    keep_from = {p: oldest_kept(p, ctx.settings.retention_for(p), now) for p in ladder}
+    # (less a margin: a reader whose clock runs behind this one's finds what it asks for)
+    keep_from = {
+        p: oldest_kept(p, ctx.settings.retention_for(p), now) - EDGE_MARGIN for p in ladder
+    }
     done = Compacted(scanned=len(members))
     found: list[SeriesRead] = []
     for member in members:
