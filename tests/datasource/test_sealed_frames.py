@@ -72,6 +72,15 @@ async def refresh(
     return {sid: read.counts[read.row[sid]].tolist() for sid in ids}
 
 
+async def exact(
+    reader: Reader, store: Store, first: int, last: int, ids: Sequence[str] = SERIES
+) -> dict[str, list[int]]:
+    """A refresh, checked against what the store holds (block plus open hash, in Python)."""
+    got = await refresh(reader, first, last, ids)
+    assert got == truth(store, first, last, ids), (first, last)
+    return got
+
+
 def add(written: dict[str, dict[int, int]], sid: str, counts: Mapping[int, int]) -> None:
     for t, n in counts.items():
         written[sid][t] = written[sid].get(t, 0) + n
@@ -91,12 +100,12 @@ def test_a_refresh_reads_only_the_blocks_that_changed(settings: Settings, store:
         async with AsyncStore(settings) as own:
             reader = Reader(own, Limits(), clock=lambda: NOW)
             sealed = reader.sealed
-            assert await refresh(reader, FIRST, LAST) == truth(store, FIRST, LAST)
+            await exact(reader, store, FIRST, LAST)
             assert (sealed.fetched, sealed.reused) == (40, 0)
-            assert await refresh(reader, FIRST, LAST) == truth(store, FIRST, LAST)
+            await exact(reader, store, FIRST, LAST)
             assert (sealed.fetched, sealed.reused) == (40, 40)
             moved = FIRST + 10, LAST + 10  # the window a 10 s refresh interval moves
-            assert await refresh(reader, *moved) == truth(store, *moved)
+            await exact(reader, store, *moved)
             assert (sealed.fetched, sealed.reused) == (40, 80)
             for sid in SERIES[:5]:  # new counts: in the open hashes, the blocks unchanged
                 store.run(open_write(store, sid, {NOW - 30: 7, NOW - 20: 1}))
@@ -104,7 +113,7 @@ def test_a_refresh_reads_only_the_blocks_that_changed(settings: Settings, store:
             assert got == truth(store, *moved) and got[SERIES[0]][(NOW - 30 - moved[0]) // 5] >= 7
             assert (sealed.fetched, sealed.reused) == (40, 120)
             Compactor(store).run(NOW + 60)  # those five blocks are rewritten
-            assert await refresh(reader, *moved) == truth(store, *moved)
+            await exact(reader, store, *moved)
             assert (sealed.fetched, sealed.reused) == (45, 155)
 
     asyncio.run(dashboard())
@@ -122,23 +131,23 @@ def test_a_window_moved_by_the_refresh_interval_is_cut_from_frames_decoded_once(
         async with AsyncStore(settings) as own:
             reader = Reader(own, Limits(), clock=lambda: NOW)
             sealed = reader.sealed
-            assert await refresh(reader, FIRST, LAST) == truth(store, FIRST, LAST)
+            await exact(reader, store, FIRST, LAST)
             frames_only = sealed.size
-            assert await refresh(reader, FIRST, LAST) == truth(store, FIRST, LAST)
+            await exact(reader, store, FIRST, LAST)
             assert sealed.cut == 0 and sealed.size > frames_only  # decoded, and kept
             for shift in (10, 20, 30):  # a dashboard refreshed every 10 s
                 moved = FIRST + shift, LAST + shift
-                assert await refresh(reader, *moved) == truth(store, *moved)
+                await exact(reader, store, *moved)
             assert sealed.cut == 3
             store.run(open_write(store, SERIES[7], {NOW - 30: 7, NOW - 3000: 2}))
-            assert await refresh(reader, *moved) == truth(store, *moved)
+            await exact(reader, store, *moved)
             assert sealed.cut == 4  # the same frames: only the open slices differ
             Compactor(store).run(NOW + 60)  # that block rewritten: the chunk decoded anew
-            assert await refresh(reader, *moved) == truth(store, *moved)
+            await exact(reader, store, *moved)
             assert sealed.cut == 4 and sealed.size <= sealed.max_bytes
             small = Reader(own, Limits(sealed_frame_bytes=4 * frames_only), clock=lambda: NOW)
             for _ in range(3):  # the window (720 slices a series) is past a quarter of it
-                assert await refresh(small, FIRST, LAST) == truth(store, FIRST, LAST)
+                await exact(small, store, FIRST, LAST)
             assert small.sealed.cut == 0 and small.sealed.size < 2 * frames_only  # frames only
 
     asyncio.run(dashboard())
