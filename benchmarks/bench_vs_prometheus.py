@@ -132,7 +132,10 @@ SLOWLOG_US = 500
 """Redis calls of the refreshes slower than this are logged: the longest is reported (the
 target: none over 5 ms)."""
 NOW_VARIABLE = "BENCH_VS_PROMETHEUS_NOW"
-"""The epoch second the datasource's clock reads when it starts (the traffic's end)."""
+"""The epoch second the datasource's clock reads when it starts (the traffic's end), or
+LIVE_CLOCK."""
+LIVE_CLOCK = "live"
+"""``NOW_VARIABLE`` of a live run: the datasource reads the real clock, as Grafana's."""
 SUM_INCREASE = "sum(increase(http_requests_total[1m]))"
 ROUTE_INCREASE = 'sum by (route) (increase(http_requests_total{route=~".*",method=~".*"}[1m]))'
 
@@ -144,8 +147,11 @@ def datasource_app() -> Any:
     from slicecount.config import Settings
     from slicecount.config.request_limits import Limits
     from slicecount.datasource.app import create_app
+    from slicecount.datasource.serving import SWITCH_INTERVAL
 
-    shift = time.time() - float(os.environ[NOW_VARIABLE])
+    sys.setswitchinterval(SWITCH_INTERVAL)  # as ``slicecount datasource`` runs it
+    now = os.environ[NOW_VARIABLE]  # "live": the real clock (a shift taken here would lag
+    shift = 0.0 if now == LIVE_CLOCK else time.time() - float(now)  # by the startup's time)
     return create_app(
         Settings.from_env(), limits=Limits.from_env(os.environ), clock=lambda: time.time() - shift
     )
@@ -366,18 +372,20 @@ def start_prometheus(
 
 
 def start_datasource(
-    redis_url: str, now: float, logs: Path, stack: contextlib.ExitStack, layout: str
-) -> str:
-    """slicecount's datasource under uvicorn on a socket bound here; returns its URL."""
+    redis_url: str, now: float | None, logs: Path, stack: contextlib.ExitStack, layout: str,
+    workers: int = 1,
+) -> str:  # fmt: skip
+    """slicecount's datasource under uvicorn on a socket bound here, in ``workers``
+    processes, its clock starting at ``now`` (None: the real clock); returns its URL."""
     sock = listen()
     port = sock.getsockname()[1]
     tree = str(Path(slicecount.__file__).resolve().parent.parent)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([tree, str(HERE)]),
            "SLICECOUNT_REDIS_URL": redis_url, "SLICECOUNT_LAYOUT": layout,
-           NOW_VARIABLE: str(now)}  # fmt: skip
+           NOW_VARIABLE: LIVE_CLOCK if now is None else str(now)}  # fmt: skip
     child = Child("datasource", [
         sys.executable, "-m", "uvicorn", "--factory", f"{Path(__file__).stem}:datasource_app",
-        "--fd", str(sock.fileno()), "--log-level", "warning",
+        "--fd", str(sock.fileno()), "--log-level", "warning", "--workers", str(workers),
     ], logs, env, sock)  # fmt: skip
     stack.callback(child.stop)
     url = f"http://127.0.0.1:{port}"
@@ -397,6 +405,7 @@ class Refresh:
     why: str = ""
     series: int = 0  # series in the warm-up refresh's answers (both should do the same work)
     step: str = ""
+    by_panel: dict[str, int] = field(default_factory=dict)  # those series, panel by panel
 
 
 def answered_series(body: bytes) -> int:
@@ -429,7 +438,11 @@ def time_refreshes(
                 seconds, answers = clients[server].refresh(requests)
                 result = results.setdefault((name, server), Refresh())
                 if r == 0:
-                    result.series = sum(answered_series(a.body) for a in answers)
+                    result.by_panel = {
+                        f"{q.panel} {q.ref}": answered_series(a.body)
+                        for q, a in zip(requests, answers, strict=True)
+                    }
+                    result.series = sum(result.by_panel.values())
                     ranged = next(q.form for q in requests if q.path == "query_range")
                     result.step = f"step {ranged['step']} s"
                     continue
@@ -609,7 +622,7 @@ def watch(client: Client, viewers: int, every: float, seconds: float) -> list[fl
 
 def run_live(
     routes: int, history: int, repeats: int, binaries: tuple[str, str], layout: str,
-    watching: float, warmup: float = LIVE_WARMUP,
+    watching: float, warmup: float = LIVE_WARMUP, workers: int = 1,
 ) -> Run:  # fmt: skip
     """The store as a deployed app and its sidecar leave it: ``history`` s sealed by the
     cleaner, then the app counting each second and flushing every second (``live_app.py``),
@@ -650,7 +663,7 @@ def run_live(
         stack.callback(cleaner.stop)
         urls = {
             "prometheus": start_prometheus(prometheus, data, folder, stack, exporter),
-            "slicecount": start_datasource(server.url, time.time(), folder, stack, layout),
+            "slicecount": start_datasource(server.url, None, folder, stack, layout, workers),
         }
         clients = {name: Client(url) for name, url in urls.items()}
         for client in clients.values():
@@ -705,6 +718,9 @@ def report(run: Run, figures: list[Figure]) -> None:
             f"{f'{p50:.0f} / {p99:.0f} ms':>24}{f'{s50 / p50:.1f} / {s99 / p99:.1f}x':>14}"
         )
         print(f"   {'   series answered (' + sc.step + ')':<34}{sc.series:>24}{prom.series:>24}")
+        for panel, n in sc.by_panel.items():
+            if n != prom.by_panel.get(panel):
+                print(f"      {panel}: {n} against {prom.by_panel.get(panel)}")
         print(f"   {'   panels refused (4xx)':<34}{f'{len(sc.refused)} of {targets}':>24}"
               f"{f'{len(prom.refused)} of {targets}':>24}")  # fmt: skip
         for server, result in (("slicecount", sc), ("prometheus", prom)):
@@ -809,6 +825,9 @@ def main() -> None:
     parser.add_argument("--watch", type=float, default=60.0,
                         help=f"live: seconds {VIEWERS} viewers refresh the 5-minute dashboard "
                         f"every {VIEWER_EVERY:g} s, on each server (0: none)")  # fmt: skip
+    parser.add_argument("--datasource-workers", type=int, default=1,
+                        help="live: the datasource's processes (slicecount datasource "
+                        "--workers; Prometheus uses every core)")  # fmt: skip
     parser.add_argument("--layout", choices=("book", "blocks"), default="blocks",
                         help="slicecount's Redis layout (default blocks)")  # fmt: skip
     parser.add_argument("--prometheus", default=shutil.which("prometheus") or "/usr/bin/prometheus")
@@ -823,7 +842,7 @@ def main() -> None:
             raise SystemExit(f"no executable {binary} (apt-get install prometheus)")
     version = subprocess.run([args.prometheus, "--version"], capture_output=True, text=True)
     print((version.stdout + version.stderr).strip().partition("\n")[0])
-    print(f"slicecount's layout: {args.layout}")
+    print(f"slicecount's layout: {args.layout}; datasource workers: {args.datasource_workers}")
     print(f"dashboard {DASHBOARD.name}; {repeats} timed refreshes of each kind per server, "
           "alternating; 6 requests at a time")  # fmt: skip
     figures: list[Figure] = []
@@ -835,7 +854,8 @@ def main() -> None:
             else [(40, HISTORY), (80, HISTORY), (10, WEEK[1])]
         )
         for size, span in sizes:
-            run = run_live(size, span, repeats, binaries, args.layout, args.watch, args.warmup)
+            run = run_live(size, span, repeats, binaries, args.layout, args.watch, args.warmup,
+                           args.datasource_workers)  # fmt: skip
             report(run, figures)
     for size in [] if args.live else routes:
         report(run_size(size, history, repeats, binaries, args.layout), figures)

@@ -12,6 +12,7 @@ from starlette.testclient import TestClient
 from slicecount.cleaner import Cleaner
 from slicecount.config import Settings
 from slicecount.datasource.app import create_app
+from slicecount.promql.values import CLOCK_SKEW
 from slicecount.store import Store
 from tests.datasource.conftest import NOW
 
@@ -64,3 +65,23 @@ def test_a_window_still_reads_the_finest_covering_precision(quiet: TestClient) -
     body = instant(quiet, "sum(increase(x_total[1m]))")
     assert body["data"]["result"] == [{"metric": {}, "value": [NOW, "2"]}]
     assert body["infos"][0].startswith("answered from the slices of precision 1 s")
+
+
+def test_a_time_just_past_the_clock_reads_what_is_counted_so_far(quiet: TestClient) -> None:
+    """Grafana sends its own now: a clock a little ahead of the datasource's must not blank a
+    panel. A time up to CLOCK_SKEW past the clock reads the slices counted so far (those after
+    now hold nothing yet), as Prometheus answers from the samples it has; past that, nothing
+    is known of the window."""
+
+    def at(t: float, query: str) -> list[Any]:
+        response = quiet.post("/api/v1/query", data={"query": query, "time": str(t)})
+        assert response.status_code == 200, response.text
+        return [r["value"] for r in response.json()["data"]["result"]]
+
+    for ahead in (0.5, 1, CLOCK_SKEW):
+        t = NOW + ahead
+        assert at(t, "sum(increase(x_total[1m]))") == [[t, "2"]], ahead
+        assert at(t, 'x_total{route="/now"}') == [[t, "2"]], ahead
+        assert at(t, "count(x_total)") == [[t, str(len(WRITTEN))]], ahead
+    beyond = NOW + CLOCK_SKEW + 60
+    assert at(beyond, "sum(increase(x_total[1m]))") == []

@@ -30,7 +30,7 @@ class Grid:
     ends its slice (``ceil(t / p) * p``: the slice holding t counted as it stands). Boundaries
     from ``oldest`` (start of the oldest slice inside retention) to ``newest`` (end of the
     slice holding now) have data; a window reaching outside them, or a time after ``now``
-    (plus ``GRACE``), has no sample.
+    (plus ``CLOCK_SKEW``), has no sample.
 
     ``partial`` (the simPod targets: a point per slice, dated by its start, evaluated at its
     end): a time after now still reads, a window holding now counts what it holds so far, and
@@ -54,20 +54,22 @@ class Grid:
 
     def read_at(self, t: float, offset: float) -> int | None:
         """The boundary a time reads, or None when it lies after now."""
-        if t - offset > self.now + GRACE and not self.partial:
+        if t - offset > self.now + CLOCK_SKEW and not self.partial:
             return None
         return self.boundary(t, offset)
 
     def reads(self, offset: float) -> list[int | None]:
         """``read_at`` of every time, in one pass (evaluated for each selector)."""
         p = self.precision
-        last = math.inf if self.partial else self.now + GRACE
+        last = math.inf if self.partial else self.now + CLOCK_SKEW
         return [None if t - offset > last else -int((offset - t) // p) * p for t in self.times]
 
 
-GRACE = 1.0
-"""Seconds past now a time may lie and still read now's totals: Grafana's clock (it sets a
-range's end) may be a little ahead of the service's."""
+CLOCK_SKEW = 5.0
+"""Seconds past now a time may lie and still read what is counted so far (the slices after now
+hold nothing yet), as Prometheus answers from the samples it has: Grafana sets a range's end
+and an instant query's time from its own clock, rounded up to the second, and its host's
+clock may be a little ahead of the datasource's. A time further ahead has no sample."""
 
 
 def boundary(t: float, precision: int) -> int:

@@ -21,7 +21,7 @@ from slicecount.errors import extra_imports
 from slicecount.promql.arrays import Block
 from slicecount.promql.ast import NAME_LABEL, Node, VectorSelector, walk
 from slicecount.promql.engine import Evaluator, Result, as_vector
-from slicecount.promql.values import Grid, Series
+from slicecount.promql.values import CLOCK_SKEW, Grid, Series
 from slicecount.query import planning, subtrees
 from slicecount.query.budget import check_answered, check_encoded, check_reads
 from slicecount.query.catalogue import Catalogue
@@ -51,6 +51,14 @@ class Answer:
     grid: Grid
     infos: tuple[str, ...]
     stored: tuple[str, ...]
+
+
+def reading_now(clock: float, queries: Sequence[Query]) -> float:
+    """The now a request is planned at: the clock's, or its queries' last time when that is
+    at most ``CLOCK_SKEW`` ahead of it, so that its slices are read (empty after the clock's
+    now): the windows ending then count what is counted so far."""
+    latest = max((q.times[-1] for q in queries if q.times), default=clock)
+    return latest if clock < latest <= clock + CLOCK_SKEW else clock
 
 
 Body = TypeVar("Body")
@@ -94,7 +102,7 @@ async def _run(
         counters,
         distinct,
         settings,
-        queryable.clock(),
+        reading_now(queryable.clock(), queries),
         limits.max_points,
     )
     keys = planning.series_wanted(drafts, catalogue)
