@@ -30,8 +30,8 @@ Points = dict[tuple[tuple[tuple[str, str], ...], float], float]
 """A value per (labels, time the value is for: the end of its slice)."""
 
 
-def simpod(client: TestClient, target: str) -> Points:
-    body = legacy_body([{"target": target, "refId": "A"}], NOW - HOUR, NOW)
+def simpod(client: TestClient, target: str, to: float = NOW) -> Points:
+    body = legacy_body([{"target": target, "refId": "A"}], NOW - HOUR, to)
     response = client.post("/query", json=body)
     assert response.status_code == 200, response.text
     out: Points = {}
@@ -115,3 +115,6 @@ def test_rate_without_a_window_still_answers_without_a_dip_at_the_right_edge(
     # /a answers 200 once a second: 30 so far in the slice holding now, 30 s into it
     assert got[(labels, now_slice + P)] == pytest.approx(1.0)
     assert got[(labels, now_slice)] == pytest.approx(1.0)  # a finished slice: 60 / 60 s
+    # Grafana's clock a few seconds ahead: the slice has still lasted 30 s, not 33
+    ahead = simpod(client, 'rate(http.requests{route="/a",status="200"})', to=NOW + 3)
+    assert ahead[(labels, now_slice + P)] == pytest.approx(1.0)

@@ -12,7 +12,10 @@ from starlette.testclient import TestClient
 from slicecount.cleaner import Cleaner
 from slicecount.config import Settings
 from slicecount.datasource.app import create_app
+from slicecount.promql.parser import parse
 from slicecount.promql.values import CLOCK_SKEW
+from slicecount.query.execute import reading_now
+from slicecount.query.planning import Query
 from slicecount.store import Store
 from tests.datasource.conftest import NOW
 
@@ -85,3 +88,15 @@ def test_a_time_just_past_the_clock_reads_what_is_counted_so_far(quiet: TestClie
         assert at(t, "count(x_total)") == [[t, str(len(WRITTEN))]], ahead
     beyond = NOW + CLOCK_SKEW + 60
     assert at(beyond, "sum(increase(x_total[1m]))") == []
+
+
+def test_only_the_prometheus_surface_moves_now_to_a_time_ahead() -> None:
+    """``reading_now``: a Prometheus query's time up to CLOCK_SKEW ahead becomes the now it is
+    planned at; a simPod target's grid (its points dated by their slices' ends, after now)
+    keeps the clock's, which its last point's elapsed rate divides by."""
+    node = parse("x_total")
+    at = NOW + 3
+    assert reading_now(NOW, [Query(node, (NOW - 60, at), 60.0)]) == at
+    assert reading_now(NOW, [Query(node, (at + CLOCK_SKEW,), None)]) == NOW
+    assert reading_now(NOW, [Query(node, (NOW - 60, at), 60.0, partial=True)]) == NOW
+    assert reading_now(NOW, [Query(node, (NOW - 5,), None)]) == NOW

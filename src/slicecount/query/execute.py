@@ -56,8 +56,10 @@ class Answer:
 def reading_now(clock: float, queries: Sequence[Query]) -> float:
     """The now a request is planned at: the clock's, or its queries' last time when that is
     at most ``CLOCK_SKEW`` ahead of it, so that its slices are read (empty after the clock's
-    now): the windows ending then count what is counted so far."""
-    latest = max((q.times[-1] for q in queries if q.times), default=clock)
+    now): the windows ending then count what is counted so far. The simPod targets' grids
+    read past now already, and divide a point's unfinished slice by the seconds it has
+    lasted (``windows.elapsed_rate``): the clock's now is theirs."""
+    latest = max((q.times[-1] for q in queries if q.times and not q.partial), default=clock)
     return latest if clock < latest <= clock + CLOCK_SKEW else clock
 
 
