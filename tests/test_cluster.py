@@ -20,6 +20,7 @@ from slicecount.config import Settings
 from slicecount.core.keys import KeySpace
 from slicecount.core.slices import oldest_kept
 from slicecount.datasource.app import create_app
+from slicecount.errors import StoreError
 from slicecount.store import Store
 from slicecount.store.asyncio import AsyncStore
 from tests.topologies import ClusterGroup, write_through
@@ -174,3 +175,23 @@ def test_writers_through_a_master_failover_double_nothing() -> None:
     print(f"lost {sum(lost.values())}")
     assert all(n >= 0 for n in lost.values()), "a count was applied twice"
     assert sum(lost.values()) <= 4 * 250 * 2, lost
+
+
+def test_a_cluster_no_node_answers_is_a_store_error_on_both_stores() -> None:
+    """Every node gone (a failover's worst moment): relearning the slots finds no node
+    (redis-py's RedisClusterException, not a RedisError), and the operation still fails as a
+    StoreError that the cleaner, the writers and the datasource retry, never as that."""
+    with ClusterGroup() as fresh:
+        settings = Settings(redis_url=fresh.url, layout="blocks", socket_timeout=1.0)
+        with Store(settings) as store:
+            store.apply({'gone{i="0"}': {1_700_000_000: 1}})
+            for node in fresh.nodes:
+                node.close()
+            with pytest.raises(StoreError):
+                store.apply({'gone{i="0"}': {1_700_000_000: 1}})
+
+            async def reading() -> bool:
+                async with AsyncStore(settings) as own:
+                    return await own.ping()
+
+            assert asyncio.run(reading()) is False

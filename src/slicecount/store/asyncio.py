@@ -193,7 +193,7 @@ class AsyncStore(StoreBase["aioredis.Redis | AsyncCluster"]):
         if isinstance(self.client, AsyncCluster):
             try:
                 await self.client.nodes_manager.initialize()
-            except redis.RedisError:
+            except REDIS_ERRORS:  # (no node answers: RedisClusterException, not a RedisError)
                 pass  # the cluster is still electing: the next attempt asks again
 
     @staticmethod

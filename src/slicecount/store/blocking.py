@@ -119,7 +119,7 @@ class Store(StoreBase["redis.Redis | RedisCluster"]):
         if isinstance(self.client, RedisCluster):
             try:
                 self.client.nodes_manager.initialize()
-            except redis.RedisError:
+            except REDIS_ERRORS:  # (no node answers: RedisClusterException, not a RedisError)
                 pass  # the cluster is still electing: the next attempt asks again
 
     @staticmethod
