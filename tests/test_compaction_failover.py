@@ -29,7 +29,10 @@ from tests.cleaner.blocks_layout import (
 )
 from tests.topologies import ClusterGroup, SentinelGroup
 
-pytestmark = pytest.mark.slow
+# The suite's 120 s guard is less than this module's own waits: a cluster or Sentinel group
+# started and filled, up to 60 s of passes before the strike, the promotion, up to 60 s after,
+# the last pass and the checks (alone 40-55 s; beside the suite under coverage, over 120 s).
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 NOW = 1_700_006_400
 RETENTION = {1: 3600, 5: 34560, 60: 44640, 3600: 9600}  # the 10 minutes written, all kept
 SERIES = [f'http.requests{{route="/r{i}"}}' for i in range(120)]
