@@ -16,7 +16,7 @@ import pytest
 from slicecount.cleaner.compaction import Compaction, Compactor
 from slicecount.config import Settings
 from slicecount.config.request_limits import Limits
-from slicecount.reads.chunks import Slices
+from slicecount.reads.chunks import SliceRange, Slices
 from slicecount.reads.reader import Reader
 from slicecount.store import Store
 from slicecount.store.asyncio import AsyncStore
@@ -66,7 +66,7 @@ def truth(store: Store, first: int, last: int, ids: Sequence[str] = SERIES) -> d
 async def refresh(
     reader: Reader, first: int, last: int, ids: Sequence[str] = SERIES
 ) -> dict[str, list[int]]:
-    read = await reader.read_slices(ids, PRECISION, first, last)
+    read = await reader.read_slices(ids, SliceRange.as_stored(PRECISION, first, last))
     assert isinstance(read, Slices)
     return {sid: read.counts[read.row[sid]].tolist() for sid in ids}
 

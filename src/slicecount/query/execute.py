@@ -30,7 +30,7 @@ from slicecount.query.planning import Plan, Query
 from slicecount.query.precision import needs
 from slicecount.query.queryable import Queryable
 from slicecount.query.tables import Rows, Tables, rows
-from slicecount.reads.chunks import Read
+from slicecount.reads.chunks import Read, SliceRange
 from slicecount.reads.listing import SeriesInfo
 from slicecount.reads.sharing import all_done
 
@@ -118,9 +118,7 @@ async def _run(
         for p in plans
     )
 
-    def compute(
-        counts: Mapping[tuple[int, int, int, int], Read], distinct_counts: list[list[int]]
-    ) -> Body:
+    def compute(counts: Mapping[SliceRange, Read], distinct_counts: list[list[int]]) -> Body:
         answers = []
         budget = limits.max_computed_points
         answered = 0  # points the answers carry, charged before any is encoded
@@ -171,10 +169,11 @@ def _labels(result: Result) -> Sequence[Mapping[str, str]]:
     return [{}]
 
 
-def _read_key(plan: Plan) -> tuple[int, int, int, int]:
-    """(the grid's precision, its first and last boundary, the precision read)."""
+def _read_key(plan: Plan) -> SliceRange:
+    """The slices a plan reads: its grid's, summed from the precision read."""
     choice = plan.choice
-    return choice.precision, choice.grid.first, plan.last, choice.read_precision
+    precision = choice.precision
+    return SliceRange(precision, choice.grid.first, plan.last - precision, choice.read_precision)
 
 
 async def _read(
@@ -182,18 +181,16 @@ async def _read(
     plans: Sequence[Plan],
     alongside: Callable[[], Awaitable[None]] | None,
     arrived: float,
-) -> tuple[dict[tuple[int, int, int, int], Read], list[list[int]]]:
+) -> tuple[dict[SliceRange, Read], list[list[int]]]:
     """The slices of every query, one read per (precision, first, last) for all of them
     (shared with the requests that arrived before it started), and the unions each counts,
     concurrently."""
-    groups: dict[tuple[int, int, int, int], dict[str, None]] = {}
+    groups: dict[SliceRange, dict[str, None]] = {}
     for plan in plans:
         groups.setdefault(_read_key(plan), {}).update(dict.fromkeys(plan.ids))
     reads = {
-        key: asyncio.ensure_future(
-            queryable.read_slices(list(ids), key[0], key[1], key[2] - key[0], arrived, key[3])
-        )
-        for key, ids in groups.items()
+        span: asyncio.ensure_future(queryable.read_slices(list(ids), span, arrived))
+        for span, ids in groups.items()
         if ids
     }
     counted = {
@@ -204,7 +201,7 @@ async def _read(
     also = [asyncio.ensure_future(alongside())] if alongside is not None else []
     await all_done([*reads.values(), *counted.values(), *also])
     unions = [counted[i].result() if i in counted else [] for i in range(len(plans))]
-    return {key: task.result() for key, task in reads.items()}, unions
+    return {span: task.result() for span, task in reads.items()}, unions
 
 
 def _stored(plan: Plan, catalogue: Catalogue) -> tuple[str, ...]:

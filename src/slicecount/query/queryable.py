@@ -13,7 +13,7 @@ from typing import Any, Protocol
 from slicecount.config import Settings
 from slicecount.config.request_limits import Limits
 from slicecount.operations.unique_reading import Group
-from slicecount.reads.chunks import Read
+from slicecount.reads.chunks import Read, SliceRange
 from slicecount.reads.listing import SeriesInfo
 
 
@@ -40,17 +40,10 @@ class Queryable(Protocol):
         answer is the same list at every call (what is derived from it is remembered)."""
 
     async def read_slices(
-        self,
-        ids: Sequence[str],
-        precision: int,
-        first: int,
-        last: int,
-        since: float | None = None,
-        stored: int | None = None,
+        self, ids: Sequence[str], span: SliceRange, since: float | None = None
     ) -> Read:
-        """The counts of ``ids`` from slice start ``first`` to ``last`` at ``precision``,
-        summed from the slices of ``stored``; ``since``: shared with the same read of another
-        request that started after this moment (``time.monotonic()``)."""
+        """The counts of ``ids`` over ``span``; ``since``: shared with the same read of
+        another request that started after this moment (``time.monotonic()``)."""
 
     async def count_unions(self, precision: int, groups: Sequence[Group]) -> list[int]:
         """The distinct count of each group's union of unique slices, in order."""

@@ -36,6 +36,23 @@ Read = Mapping[str, Sequence[int | None] | Ints] | Slices
 """What one read of slices gives: per series id, its count per slice."""
 
 
+class SliceRange(NamedTuple):
+    """The slices of ``precision`` from start ``first`` to start ``last``, summed from the
+    stored slices of ``stored`` (the blocks layout reads a finer precision, of which
+    ``precision`` is a multiple; the book's reads them as stored): what a read asks of every
+    series, as Prometheus' ``SelectHints`` tell a storage the range of a select."""
+
+    precision: int
+    first: int
+    last: int
+    stored: int
+
+    @classmethod
+    def as_stored(cls, precision: int, first: int, last: int) -> SliceRange:
+        """The slices of ``precision`` as stored, from start ``first`` to start ``last``."""
+        return cls(precision, first, last, precision)
+
+
 def merged(parts: Sequence[Read]) -> Read:
     """Reads of chunks of the series as one read: lists by id, or 2-D rows stacked."""
     if len(parts) == 1:

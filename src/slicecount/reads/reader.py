@@ -21,7 +21,14 @@ from slicecount.core.exemplars import Exemplar
 from slicecount.core.histogram import BUCKET_SUFFIX
 from slicecount.core.series import parse
 from slicecount.operations.unique_reading import Group, kept_precisions
-from slicecount.reads.chunks import READS_IN_FLIGHT, Read, merged, start_reads, union_parts
+from slicecount.reads.chunks import (
+    READS_IN_FLIGHT,
+    Read,
+    SliceRange,
+    merged,
+    start_reads,
+    union_parts,
+)
 from slicecount.reads.listing import SeriesInfo
 from slicecount.reads.sealed import SealedFrames
 from slicecount.reads.sharing import SharedReads, Turns, all_done
@@ -247,33 +254,22 @@ class Reader:
         return await self.store.exemplars(ids, start, end)
 
     async def read_slices(
-        self,
-        ids: Sequence[str],
-        precision: int,
-        first: int,
-        last: int,
-        since: float | None = None,
-        stored: int | None = None,
+        self, ids: Sequence[str], span: SliceRange, since: float | None = None
     ) -> Read:
-        """The counts of the slices of ``precision`` from start ``first`` to start ``last`` of
-        every series, in chunks of READ_CHUNK_POINTS, READS_IN_FLIGHT at once. ``stored``: the
-        precision read (the blocks layout), of which ``precision`` is a multiple: its slices
-        summed. ``since``: when the request arrived (``time.monotonic()``): the same read of
-        another request started since then answers it too (``sharing``)."""
+        """The counts of every series over ``span``, in chunks of READ_CHUNK_POINTS (the
+        book's layout) or BLOCK_CHUNK_SERIES (the blocks'), READS_IN_FLIGHT at once.
+        ``since``: when the request arrived (``time.monotonic()``): the same read of another
+        request started since then answers it too (``sharing``)."""
+        precision, first, last, stored = span
         if last < first or not ids:
             return {i: [] for i in ids}
-        read = stored or precision
         if since is not None:
-            points = len(ids) * ((last - first) // read + 1)
-            key = (precision, first, last, read, tuple(ids))
+            points = len(ids) * ((last - first) // stored + 1)
             return await self._shared.read(
-                key,
-                points,
-                since,
-                lambda: self.read_slices(ids, precision, first, last, None, read),
+                (span, tuple(ids)), points, since, lambda: self.read_slices(ids, span)
             )
         gate = asyncio.Semaphore(READS_IN_FLIGHT)
-        tasks = start_reads(self.store, ids, precision, first, last, read, gate, self.sealed)
+        tasks = start_reads(self.store, ids, precision, first, last, stored, gate, self.sealed)
         await all_done(tasks)
         return merged([task.result() for task in tasks])
 
