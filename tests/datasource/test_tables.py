@@ -4,6 +4,7 @@ derived series the sums of their parts, and every text what the one-value functi
 
 from __future__ import annotations
 
+import math
 from itertools import accumulate
 
 import numpy as np
@@ -12,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from slicecount.core import memo
+from slicecount.datasource import numbers
 from slicecount.datasource.numbers import datapoint_items, sample_texts
 from slicecount.datasource.render import ENCODER
 from slicecount.datasource.simpod.shapes import number
@@ -105,6 +107,21 @@ VALUES = st.one_of(
 @given(VALUES)
 def test_sample_texts_are_format_value(values: list[float]) -> None:
     assert sample_texts(np.array(values)) == [format_value(v) for v in values]
+
+
+def test_sample_texts_remembered_across_answers_are_each_values_own(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Texts are remembered by the float's bits: -0 and 0, a NaN and tiny or huge values
+    keep their own text when asked again, among new values and past the bound."""
+    monkeypatch.setattr(numbers, "TEXTS_KEPT", 20)
+    monkeypatch.setattr(numbers, "_TEXTS", {})
+    first = np.array([0.1, -0.0, 0.0, math.nan, 1e-7, 2.5e20, 3.0, 1 / 3, -math.inf] * 8)
+    again = np.concatenate([first[::-1], [0.2, -1 / 3, 0.1 + 0.2]])
+    for values in (first, again, first[:5], again):
+        assert sample_texts(values) == [format_value(v) for v in values.tolist()]
+        assert len(numbers._TEXTS) <= 20
+    assert numbers._TEXTS  # (remembered: the cache is in use)
 
 
 @pytest.mark.slow
