@@ -20,13 +20,14 @@ demo: $(DEMO_STAMP)
 	$(BIN)/slicecount demo
 
 # Everything, with coverage: what .ci/run and the README run. The tests run on every core
-# (pytest-xdist; each worker starts its own servers on free ports).
+# (pytest-xdist; each worker starts its own servers on free ports). The 25 slowest are listed
+# at the end: where to cut first when the run grows.
 test: $(STAMP)
 	$(BIN)/ruff check $(CODE)
 	$(BIN)/ruff format --check $(CODE)
 	$(BIN)/mypy
 	$(MKDOCS) build --strict
-	$(PYTEST) -n auto --cov --cov-report=
+	$(PYTEST) -n auto --cov --cov-report= --durations=25
 	$(BIN)/coverage report
 
 # The inner loop (under a minute): the same checks, minus the tests marked slow. mypy runs
