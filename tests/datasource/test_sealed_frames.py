@@ -66,7 +66,7 @@ def truth(store: Store, first: int, last: int, ids: Sequence[str] = SERIES) -> d
 async def refresh(
     reader: Reader, first: int, last: int, ids: Sequence[str] = SERIES
 ) -> dict[str, list[int]]:
-    read = await reader.read_slices(ids, SliceRange.as_stored(PRECISION, first, last))
+    read = await reader.read_slices(ids, SliceRange(PRECISION, first, last, PRECISION))
     assert isinstance(read, Slices)
     return {sid: read.counts[read.row[sid]].tolist() for sid in ids}
 

@@ -10,6 +10,7 @@ an exponent) and leave the rest (NaN, infinities, -0, exponents) to that functio
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import cast
 
 from slicecount.errors import extra_imports
 from slicecount.promql.arrays import Floats
@@ -66,16 +67,15 @@ def _remembered_sample_texts(flat: Floats) -> list[str]:
     missing, so threads may share it without a lock)."""
     bits: list[int] = np.ascontiguousarray(flat, dtype=np.float64).view(np.int64).tolist()
     get = _TEXTS.get
-    texts = [get(b) for b in bits]
-    missing = [i for i, text in enumerate(texts) if text is None]
-    if not missing:
-        return texts  # type: ignore[return-value]  # none is None
-    written = _sample_texts(flat[missing])
-    if len(_TEXTS) + len(missing) > TEXTS_KEPT:
-        _TEXTS.clear()  # a new dashboard's values: writing them all again costs one answer
-    for i, text in zip(missing, written, strict=True):
-        texts[i] = _TEXTS[bits[i]] = text
-    return texts  # type: ignore[return-value]  # every None filled
+    found = [get(b) for b in bits]
+    missing = [i for i, text in enumerate(found) if text is None]
+    if missing:
+        written = _sample_texts(flat[missing])
+        if len(_TEXTS) + len(missing) > TEXTS_KEPT:
+            _TEXTS.clear()  # a new dashboard's values: writing them all again costs one answer
+        for i, text in zip(missing, written, strict=True):
+            found[i] = _TEXTS[bits[i]] = text
+    return cast("list[str]", found)  # every None filled
 
 
 def _sample_texts(flat: Floats) -> list[str]:

@@ -182,7 +182,7 @@ async def _read(
     alongside: Callable[[], Awaitable[None]] | None,
     arrived: float,
 ) -> tuple[dict[SliceRange, Read], list[list[int]]]:
-    """The slices of every query, one read per (precision, first, last) for all of them
+    """The slices of every query, one read per ``SliceRange`` for all of them
     (shared with the requests that arrived before it started), and the unions each counts,
     concurrently."""
     groups: dict[SliceRange, dict[str, None]] = {}

@@ -47,11 +47,6 @@ class SliceRange(NamedTuple):
     last: int
     stored: int
 
-    @classmethod
-    def as_stored(cls, precision: int, first: int, last: int) -> SliceRange:
-        """The slices of ``precision`` as stored, from start ``first`` to start ``last``."""
-        return cls(precision, first, last, precision)
-
 
 def merged(parts: Sequence[Read]) -> Read:
     """Reads of chunks of the series as one read: lists by id, or 2-D rows stacked."""
