@@ -671,16 +671,15 @@ def run_live(
         sizes.seconds["live plan and children"] = time.perf_counter() - began
         began = time.perf_counter()
         time.sleep(max(0.0, start + warmup - time.time()))
-        time.sleep(2 * SCRAPE_INTERVAL)  # Prometheus has scraped the app since it started
+        scraped = first_scrape(clients["prometheus"], time.time() + 2 * SCRAPE_INTERVAL)
         sizes.seconds["warm-up"] = time.perf_counter() - began
+        if not scraped or scraped[0]["value"][1] != "1":
+            raise SystemExit(f"Prometheus does not scrape the live app: {scraped}")
         loaded = clients["prometheus"].json("query", {"query": "count(http_requests_total)"})
         result = loaded["data"]["result"]
         sizes.prometheus_series = int(float(result[0]["value"][1])) if result else 0
         if not sizes.prometheus_series:
             raise SystemExit("Prometheus holds no http_requests_total series")
-        scraped = clients["prometheus"].json("query", {"query": "up"})["data"]["result"]
-        if not scraped or scraped[0]["value"][1] != "1":
-            raise SystemExit(f"Prometheus does not scrape the live app: {scraped}")
         refreshes = watched_refreshes(server.url, clients, None, repeats, history, sizes)
         viewers: dict[str, list[float]] = {}
         for name in SERVERS if watching else ():
@@ -688,6 +687,16 @@ def run_live(
             viewers[name] = watch(clients[name], VIEWERS, VIEWER_EVERY, watching)
             sizes.seconds[f"{VIEWERS} viewers of {name}"] = time.perf_counter() - started
     return Run(past, sizes, refreshes, {}, viewers, live=True)
+
+
+def first_scrape(prometheus: Client, deadline: float) -> list[Any]:
+    """``up`` once Prometheus has scraped the live app (its first scrape falls anywhere in the
+    first interval), or as it stands at ``deadline``."""
+    while True:
+        scraped: list[Any] = prometheus.json("query", {"query": "up"})["data"]["result"]
+        if scraped or time.time() >= deadline:
+            return scraped
+        time.sleep(0.2)
 
 
 def ms(values: list[float]) -> tuple[float, float]:
