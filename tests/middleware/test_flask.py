@@ -63,15 +63,15 @@ def test_routes_are_rule_templates_and_misses_are_unmatched(
 
 @pytest.mark.slow
 @pytest.mark.topologies("standalone")  # the route namer's test: one is enough
-def test_ten_thousand_random_paths_add_only_a_few_series(recorder: Recorder, store: Store) -> None:
+def test_two_thousand_random_paths_add_only_a_few_series(recorder: Recorder, store: Store) -> None:
     client = make_app(recorder).test_client()
     rng = random.Random(1)
-    for _ in range(10_000):
+    for _ in range(2_000):
         client.get(f"/{rng.getrandbits(64):x}/{rng.getrandbits(32)}", buffered=True)
     assert recorder.flush()
     assert len(store.series("http.requests", 60)) == 1
     assert len(store.series("http.request.duration.bucket", 60)) <= 12
-    assert total(store, "http.requests", route="<unmatched>", status="404") == 10_000
+    assert total(store, "http.requests", route="<unmatched>", status="404") == 2_000
 
 
 def test_a_view_that_raises_is_500_and_the_server_sees_the_exception(
