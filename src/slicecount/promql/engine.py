@@ -30,6 +30,7 @@ from slicecount.promql.ast import (
     StringLiteral,
     Unary,
     VectorSelector,
+    walk,
 )
 from slicecount.promql.values import EvaluationError, Grid, Raw, Series, Value, nameless
 from slicecount.promql.windows import KERNELS, elapsed_rate, instant, over_windows
@@ -234,6 +235,34 @@ class Evaluator:
         keep_name = name == "last_over_time"
         labels = table.labels if keep_name else nameless(table.labels)
         return check_unique(Block(labels, values, present))
+
+
+def settled(node: Node, grid: Grid) -> bool:
+    """Whether the value of ``node`` on ``grid`` leaves its now out: every time reads a
+    boundary no later than now's (``Grid.newest``, no time past now) and every window lies
+    inside retention (``Grid.oldest``), as ``instant`` and ``over_window`` decide. Then any
+    grid of the same times and first boundary that settles it too gives the same value from
+    the same counts (``reads/repeats.py``): a range query Grafana aligned to its step, until
+    retention reaches its start. A partial grid (the simPod targets) counts the slice holding
+    now as it stands: never."""
+    if grid.partial:
+        return False
+    reach: list[tuple[float, int]] = []  # (offset, window) of every selector
+    for item in walk(node):
+        if isinstance(item, MatrixSelector):
+            reach.append((item.vector.offset, grid.window(item.range)))
+        elif isinstance(item, VectorSelector):
+            reach.append((item.offset, 0))
+    for offset, span in reach:
+        reads = grid.reads(offset)
+        if None in reads:
+            return False
+        boundaries = cast("list[int]", reads)
+        if max(boundaries) > grid.newest or min(boundaries) - span < grid.oldest:
+            return False
+        if not span and min(boundaries) <= grid.oldest:
+            return False
+    return True
 
 
 def evaluate(

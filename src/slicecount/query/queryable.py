@@ -15,6 +15,7 @@ from slicecount.config.request_limits import Limits
 from slicecount.operations.unique_reading import Group
 from slicecount.reads.chunks import Read, SliceRange
 from slicecount.reads.listing import SeriesInfo
+from slicecount.reads.repeats import Repeats
 
 
 class Queryable(Protocol):
@@ -53,6 +54,10 @@ class Queryable(Protocol):
 
     def shared_results(self, read: object) -> dict[Any, Any] | None:
         """Where what is computed from a shared read is kept for every request it answers."""
+
+    @property
+    def repeats(self) -> Repeats:
+        """The answers remembered with the counts they were computed from."""
 
     def heavy(self) -> AbstractAsyncContextManager[None]:
         """A turn of the few heavy requests evaluated at once (the others wait)."""

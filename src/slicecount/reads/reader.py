@@ -30,6 +30,7 @@ from slicecount.reads.chunks import (
     union_parts,
 )
 from slicecount.reads.listing import SeriesInfo
+from slicecount.reads.repeats import Repeats
 from slicecount.reads.sealed import SealedFrames
 from slicecount.reads.sharing import SharedReads, Turns, all_done
 from slicecount.store.asyncio import AsyncStore
@@ -67,6 +68,7 @@ class Reader:
         self._parsed: dict[str, SeriesInfo] = {}
         self._shared = SharedReads[Read](2 * limits.max_request_points)
         self.sealed = SealedFrames(limits.sealed_frame_bytes)
+        self.repeats = Repeats(limits.repeated_answer_bytes)
 
     @property
     def settings(self) -> Settings:

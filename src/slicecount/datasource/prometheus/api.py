@@ -102,7 +102,10 @@ async def evaluate(
 
     def finish(answers: list[Answer], warnings: tuple[str, ...]) -> list[bytes]:
         (one,) = answers
-        return pieces(answer(one.result, one.infos, warnings))
+        key = (step, tuple(times), one.infos, warnings)  # all that the body is made of
+        return reader.repeats.encoded(
+            one.result, key, lambda: pieces(answer(one.result, one.infos, warnings))
+        )
 
     query = Query(node, tuple(times), step, label)
     return Rendered(await run(reader, [query], prometheus_names, finish))
