@@ -32,7 +32,7 @@ from slicecount.query.queryable import Queryable
 from slicecount.query.tables import Rows, Tables, rows
 from slicecount.reads.chunks import Read, SliceRange
 from slicecount.reads.listing import SeriesInfo
-from slicecount.reads.repeats import Inputs, Repeats
+from slicecount.reads.repeats import Inputs
 from slicecount.reads.sharing import all_done
 
 with extra_imports("datasource", "the datasource"):
@@ -125,47 +125,52 @@ async def _run(
         answered = 0  # points the answers carry, charged before any is encoded
         converted: dict[object, Rows] = {}  # targets alike (a panel's quantiles) share theirs
         for plan, counted in zip(plans, distinct_counts, strict=True):
-            grid = plan.choice.grid
             read = counts.get(_read_key(plan), {})
             key = (_read_key(plan), tuple(plan.ids), plan.slices)
             if key not in converted:
                 converted[key] = rows(read, plan.ids, plan.slices)
-            data = Tables(plan.found, converted[key])
-            again = _repeat(queryable.repeats, plan, converted[key])
-            if again is not None and again[1] is not None and again[2] <= budget:
-                result, budget = again[1], budget - again[2]  # charged what it cost
-                answered += check_encoded(
-                    plan.query.label, _labels(result), len(plan.query.times), answered, limits
-                )
-                answers.append(Answer(result, grid, plan.choice.infos, _stored(plan, catalogue)))
-                continue
-            left = budget
-            collapsed = None if plan.unions.lines else collapse(grid, plan.query.node)
-            on = collapsed[0] if collapsed else grid
-            ready: dict[Node, Sequence[Series]] = dict(plan.unions.ready(counted))
-            shared = None if plan.unions.lines else queryable.shared_results(read)
-            if shared is not None:  # aggregations other requests of the read compute too
-                given, computed = subtrees.ready(
-                    plan.query.node, on, data, budget, shared, plan.found
-                )
-                ready.update(given)
-                budget -= computed
-            evaluator = Evaluator(on, data, budget, ready)
-            result = evaluator.evaluate(plan.query.node)
-            budget -= evaluator.computed
-            if collapsed:  # what was computed per reading is answered at every time
-                series = len(result) if result and isinstance(result[0], Series) else 1
-                budget -= check_answered(series, len(grid.times), budget, limits)
-                result = expand(result, collapsed[1])
-            if again is not None:
-                queryable.repeats.put(
-                    again[0], _inputs(plan, converted[key]), result, left - budget
-                )
+            inputs = _inputs(plan, converted[key])
+            asked = _repeat_key(plan)
+            again = queryable.repeats.get(asked, inputs) if asked is not None else None
+            if again is not None and again[1] <= budget:  # charged what it cost
+                result, budget = cast(Result, again[0]), budget - again[1]
+            else:
+                result, cost = evaluate(plan, read, converted[key], counted, budget)
+                budget -= cost
+                if asked is not None:
+                    queryable.repeats.put(asked, inputs, result, cost)
             answered += check_encoded(
                 plan.query.label, _labels(result), len(plan.query.times), answered, limits
             )
-            answers.append(Answer(result, grid, plan.choice.infos, _stored(plan, catalogue)))
+            answers.append(
+                Answer(result, plan.choice.grid, plan.choice.infos, _stored(plan, catalogue))
+            )
         return finish(answers, catalogue.warnings)
+
+    def evaluate(
+        plan: Plan, read: Read, counts: Rows, counted: list[int], budget: int
+    ) -> tuple[Result, int]:
+        """A plan's answer and the points computing it cost (EvaluationError past
+        ``budget``)."""
+        grid = plan.choice.grid
+        data = Tables(plan.found, counts)
+        left = budget
+        collapsed = None if plan.unions.lines else collapse(grid, plan.query.node)
+        on = collapsed[0] if collapsed else grid
+        ready: dict[Node, Sequence[Series]] = dict(plan.unions.ready(counted))
+        shared = None if plan.unions.lines else queryable.shared_results(read)
+        if shared is not None:  # aggregations other requests of the read compute too
+            given, computed = subtrees.ready(plan.query.node, on, data, left, shared, plan.found)
+            ready.update(given)
+            left -= computed
+        evaluator = Evaluator(on, data, left, ready)
+        result = evaluator.evaluate(plan.query.node)
+        left -= evaluator.computed
+        if collapsed:  # what was computed per reading is answered at every time
+            series = len(result) if result and isinstance(result[0], Series) else 1
+            left -= check_answered(series, len(grid.times), left, limits)
+            result = expand(result, collapsed[1])
+        return result, budget - left
 
     if work <= limits.max_inline_points:
         return compute(*await _read(queryable, plans, alongside, arrived))
@@ -174,18 +179,15 @@ async def _run(
         return await anyio.to_thread.run_sync(lambda: compute(counts, distinct_counts))
 
 
-def _repeat(repeats: Repeats, plan: Plan, read: Rows) -> tuple[Hashable, Result | None, int] | None:
-    """(the key of a plan's answer, the answer remembered from the same inputs or None, its
-    cost); None when the plan's answer depends on more than its counts: its now (a grid not
-    ``settled``) or unique series' unions."""
+def _repeat_key(plan: Plan) -> Hashable | None:
+    """What a plan's answer is remembered under (``reads/repeats.py``): its expression, its
+    grid's times and first boundary, and the slices read; None when the answer depends on
+    more than the counts read: on its now (a grid not ``settled``) or on unique series'
+    unions."""
     node, grid = plan.query.node, plan.choice.grid
     if plan.unions.groups or plan.unions.lines or not settled(node, grid):
         return None
-    key = (repr(node), grid.times, grid.precision, grid.first, _read_key(plan))
-    found = repeats.get(key, _inputs(plan, read))
-    if found is None:
-        return key, None, 0
-    return key, cast(Result, found[0]), found[1]
+    return (repr(node), grid.times, grid.precision, grid.first, _read_key(plan))
 
 
 def _inputs(plan: Plan, read: Rows) -> Inputs:
