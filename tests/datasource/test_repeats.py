@@ -181,3 +181,31 @@ def test_a_remembered_answer_keeps_each_body_it_was_encoded_into(apps: dict[str,
                 s["values"][0] for s in ranged.json()["data"]["result"]
             ]
     assert repeats(apps).hits >= 4
+
+
+def test_times_moved_on_take_the_times_both_ask_from_the_last_answer(
+    apps: dict[str, Any], store: Store, settings: Settings, clock: list[float]
+) -> None:
+    """The next step's refresh: the times both ask are taken from the last answer when the
+    slices both read hold the same counts, and only the new ones computed; a late write in
+    the slices both read, or a bare selector (its totals count from the grid's first
+    boundary, which moved), computes them all. Every answer is what computing gives."""
+    for query in QUERIES:
+        both(apps, query, NOW)
+    held = repeats(apps)
+    clock[0] = NOW + 2 * STEP + 3
+    store.apply({series(ROUTES[3], "200"): {NOW + 5: 4, NOW + 20: 1}})  # after the first range
+    for query in QUERIES:
+        moved = both(apps, query, NOW + STEP)
+    assert held.hits == len(QUERIES)
+    assert moved != both(apps, QUERIES[0], NOW)  # (the counts after NOW do move the answer)
+    late = {series(ROUTES[4], "500"): {NOW - 30: 3}, bucket(ROUTES[4], "0.5"): {NOW - 30: 2}}
+    store.apply(late)  # in the slices both read
+    before = held.hits
+    for query in QUERIES:
+        both(apps, query, NOW + 2 * STEP)
+    assert held.hits == before
+    bare = "sum by (route) (http_requests_total)"
+    both(apps, bare, NOW)
+    both(apps, bare, NOW + STEP)
+    assert held.hits == before

@@ -55,11 +55,11 @@ class Limits:
     only the frames of the blocks a cleaner rewrote since the last one, and decodes them
     once for the refreshes of the next minutes (``reads/sealed.py``)."""
     repeated_answer_bytes: int = 32 << 20
-    """Bytes of counts the datasource keeps with the answers it remembers (32 MiB), least
-    recently asked out first: a query asked again (Grafana aligns a range query to its step,
-    so a live dashboard's refreshes and viewers ask the same ones for a step's length) is
-    read again, and answered without being computed when it read the very same counts
-    (``reads/repeats.py``). A 5-minute panel of 2 000 series holds about 1 MB."""
+    """Bytes of counts and encoded bodies the datasource keeps with the answers it remembers
+    (32 MiB), least recently asked out first. A query asked again is read again and answered
+    from its last answer where the counts read are the same: whole for the same times, and
+    for times moved on by a step (a live dashboard's next refresh) all but the new times
+    (``query/repeated.py``). A 5-minute panel of 2 000 series holds about 1 MB."""
     heavy_requests: int = 2
     """Heavy requests served at once; later ones queue in arrival order. Two: one reads from
     Redis while the other is evaluated, and evaluation that releases the GIL (numpy) runs on

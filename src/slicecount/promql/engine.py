@@ -242,7 +242,7 @@ def settled(node: Node, grid: Grid) -> bool:
     boundary no later than now's (``Grid.newest``, no time past now) and every window lies
     inside retention (``Grid.oldest``), as ``instant`` and ``over_window`` decide. Then any
     grid of the same times and first boundary that settles it too gives the same value from
-    the same counts (``reads/repeats.py``): a range query Grafana aligned to its step, until
+    the same counts (``query/repeated.py``): a range query Grafana aligned to its step, until
     retention reaches its start. A partial grid (the simPod targets) counts the slice holding
     now as it stands: never."""
     if grid.partial:

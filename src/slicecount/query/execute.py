@@ -12,7 +12,7 @@ compute) waits its turn and is evaluated and encoded in a worker thread.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Hashable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TypeVar, cast
 
@@ -20,9 +20,9 @@ from slicecount.core.memo import remembered
 from slicecount.errors import extra_imports
 from slicecount.promql.arrays import Block
 from slicecount.promql.ast import NAME_LABEL, Node, VectorSelector, walk
-from slicecount.promql.engine import Evaluator, Result, as_vector, settled
+from slicecount.promql.engine import Evaluator, Result, as_vector
 from slicecount.promql.values import CLOCK_SKEW, Grid, Series
-from slicecount.query import planning, subtrees
+from slicecount.query import planning, repeated, subtrees
 from slicecount.query.budget import check_answered, check_encoded, check_reads
 from slicecount.query.catalogue import Catalogue
 from slicecount.query.distinct_times import collapse, expand
@@ -32,7 +32,6 @@ from slicecount.query.queryable import Queryable
 from slicecount.query.tables import Rows, Tables, rows
 from slicecount.reads.chunks import Read, SliceRange
 from slicecount.reads.listing import SeriesInfo
-from slicecount.reads.repeats import Inputs
 from slicecount.reads.sharing import all_done
 
 with extra_imports("datasource", "the datasource"):
@@ -129,16 +128,8 @@ async def _run(
             key = (_read_key(plan), tuple(plan.ids), plan.slices)
             if key not in converted:
                 converted[key] = rows(read, plan.ids, plan.slices)
-            inputs = _inputs(plan, converted[key])
-            asked = _repeat_key(plan)
-            again = queryable.repeats.get(asked, inputs) if asked is not None else None
-            if again is not None and again[1] <= budget:  # charged what it cost
-                result, budget = cast(Result, again[0]), budget - again[1]
-            else:
-                result, cost = evaluate(plan, read, converted[key], counted, budget)
-                budget -= cost
-                if asked is not None:
-                    queryable.repeats.put(asked, inputs, result, cost)
+            result, cost = answer(plan, read, converted[key], counted, budget)
+            budget -= cost
             answered += check_encoded(
                 plan.query.label, _labels(result), len(plan.query.times), answered, limits
             )
@@ -147,12 +138,37 @@ async def _run(
             )
         return finish(answers, catalogue.warnings)
 
-    def evaluate(
+    def answer(
         plan: Plan, read: Read, counts: Rows, counted: list[int], budget: int
     ) -> tuple[Result, int]:
-        """A plan's answer and the points computing it cost (EvaluationError past
-        ``budget``)."""
-        grid = plan.choice.grid
+        """A plan's answer and the points it cost: remembered (``query/repeated.py``),
+        whole or for the times still asked, or computed."""
+        asked = repeated.key_of(plan)
+        if asked is None:
+            return evaluate(plan, plan.choice.grid, read, counts, counted, budget)
+        repeats = queryable.repeats
+        inputs = repeated.inputs_of(plan, counts.counts, counts.sizes)
+        last = repeats.last(asked)
+        again = repeated.whole(last, plan, inputs)
+        if again is not None and again.cost <= budget:  # charged what it cost
+            repeats.hits += 1
+            return cast(Result, again.answer), again.cost
+        moved = repeated.moved(last, plan, inputs)
+        if moved is None:
+            result, cost = evaluate(plan, plan.choice.grid, read, counts, counted, budget)
+        else:
+            repeats.hits += 1
+            new, cost = evaluate(plan, moved.grid, read, counts, counted, budget)
+            steps = len(plan.query.times)
+            result = repeated.spliced(plan.query.node.type, moved.answer, moved.shift, new, steps)
+        repeats.put(asked, repeated.place_of(plan), inputs, result, cost)
+        return result, cost
+
+    def evaluate(
+        plan: Plan, grid: Grid, read: Read, counts: Rows, counted: list[int], budget: int
+    ) -> tuple[Result, int]:
+        """A plan's answer on ``grid`` and the points computing it cost (EvaluationError
+        past ``budget``)."""
         data = Tables(plan.found, counts)
         left = budget
         collapsed = None if plan.unions.lines else collapse(grid, plan.query.node)
@@ -177,21 +193,6 @@ async def _run(
     async with queryable.heavy():
         counts, distinct_counts = await _read(queryable, plans, alongside, arrived)
         return await anyio.to_thread.run_sync(lambda: compute(counts, distinct_counts))
-
-
-def _repeat_key(plan: Plan) -> Hashable | None:
-    """What a plan's answer is remembered under (``reads/repeats.py``): its expression, its
-    grid's times and first boundary, and the slices read; None when the answer depends on
-    more than the counts read: on its now (a grid not ``settled``) or on unique series'
-    unions."""
-    node, grid = plan.query.node, plan.choice.grid
-    if plan.unions.groups or plan.unions.lines or not settled(node, grid):
-        return None
-    return (repr(node), grid.times, grid.precision, grid.first, _read_key(plan))
-
-
-def _inputs(plan: Plan, read: Rows) -> Inputs:
-    return Inputs(tuple(plan.found.values()), plan.ids, read.counts, read.sizes)
 
 
 def _labels(result: Result) -> Sequence[Mapping[str, str]]:

@@ -3,14 +3,14 @@ again. Pure.
 
 A live dashboard asks the same queries again and again: Grafana aligns a range query's start
 and end to its step, so every refresh within a step (and every viewer's) sends the very same
-expression over the very same times, and its answer changes only when the counts it reads
-change. Each request still discovers and reads as if alone (never a count older than it):
-only then is its answer looked up, by the expression, the grid (``engine.settled``: the
-answer does not depend on now) and the slices read, and taken when the series discovered
-are the very same objects and the counts read equal, value for value, those it was computed
-from. Computing from the same inputs gives the same answer, so a remembered one is exactly
-what computing would have given; only the work is saved (the quantile panels' shared
-aggregations, most of a live refresh's evaluation).
+expression over the very same times, and the next step's refresh the same times moved by a
+step. Each request still discovers and reads as if alone (never a count older than it); only
+then is the last answer of its expression looked up (``query/repeated.py`` says under what,
+and what may be taken from it), with the counts it was computed from: taken whole when the
+very same series were read over the very same slices with equal counts, value for value; or,
+for times moved on, the times both share, when the slices both read hold equal counts. An
+answer computed from the same inputs is the same answer, so what is taken is exactly what
+computing would have given; only the work is saved.
 """
 
 from __future__ import annotations
@@ -39,62 +39,76 @@ class Inputs:
     sizes: Ints
 
     def same(self, other: Inputs) -> bool:
+        return self._same_series(other) and (
+            np.array_equal(self.sizes, other.sizes) and np.array_equal(self.counts, other.counts)
+        )
+
+    def same_from(self, other: Inputs, columns: int) -> bool:
+        """Whether ``other`` read the same series, every one whole, and its first slices
+        hold what these hold from slice ``columns`` on (``other`` read from later on)."""
+        width = self.counts.shape[1]
+        return (
+            0 <= columns < width <= columns + other.counts.shape[1]
+            and self._same_series(other)
+            and bool(np.all(self.sizes == width))
+            and bool(np.all(other.sizes == other.counts.shape[1]))
+            and np.array_equal(self.counts[:, columns:], other.counts[:, : width - columns])
+        )
+
+    def _same_series(self, other: Inputs) -> bool:
         return (
             len(self.found) == len(other.found)
             and all(a is b for a, b in zip(self.found, other.found, strict=True))
             and self.ids == other.ids
-            and np.array_equal(self.sizes, other.sizes)
-            and np.array_equal(self.counts, other.counts)
         )
 
 
-class _Entry:
-    """A remembered answer: its inputs, the points computing it cost, and its encodings."""
+class Remembered:
+    """A remembered answer: ``place`` (where it was computed: the caller's key of its times
+    and slices), its inputs, the points computing it cost, and its encodings."""
 
-    __slots__ = ("answer", "cost", "encoded", "inputs", "size")
+    __slots__ = ("answer", "cost", "encoded", "inputs", "place", "size")
 
-    def __init__(self, inputs: Inputs, answer: object, cost: int) -> None:
-        self.inputs, self.answer, self.cost = inputs, answer, cost
+    def __init__(self, place: Hashable, inputs: Inputs, answer: object, cost: int) -> None:
+        self.place, self.inputs, self.answer, self.cost = place, inputs, answer, cost
         self.encoded: dict[Hashable, list[bytes]] = {}
         self.size = inputs.counts.nbytes + inputs.sizes.nbytes
 
 
 class Repeats:
-    """The last answer of each query (``key``: its expression, grid and slices read) with its
-    inputs, the points computing it cost and the bodies a surface encoded it into, within
-    ``max_bytes`` of counts and bodies held (least recently asked out first). Heavy requests
-    compute in worker threads: one lock."""
+    """The last answer of each query (``key``: its expression and how it reads) with its
+    place, inputs, cost and the bodies a surface encoded it into, within ``max_bytes`` of
+    counts and bodies held (least recently asked out first). Heavy requests compute in worker
+    threads: one lock."""
 
     def __init__(self, max_bytes: int) -> None:
         self.max_bytes = max_bytes
         self.held = 0
-        self.hits = 0  # answers given again (what a test or a profile looks at)
-        self._entries: OrderedDict[Hashable, _Entry] = OrderedDict()
-        self._of_answer: dict[int, _Entry] = {}  # by id() of a remembered answer
+        self.hits = 0  # answers taken again, whole or in part (for tests and profiles)
+        self._entries: OrderedDict[Hashable, Remembered] = OrderedDict()
+        self._of_answer: dict[int, Remembered] = {}  # by id() of a remembered answer
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
         """Answers held."""
         return len(self._entries)
 
-    def get(self, key: Hashable, inputs: Inputs) -> tuple[object, int] | None:
-        """(the answer, the points it cost) computed from the same inputs, or None."""
+    def last(self, key: Hashable) -> Remembered | None:
+        """The last answer remembered under ``key``, or None."""
         with self._lock:
             found = self._entries.get(key)
-            if found is None:
-                return None
-            self._entries.move_to_end(key)
-        if not found.inputs.same(inputs):
-            return None
-        self.hits += 1
-        return found.answer, found.cost
+            if found is not None:
+                self._entries.move_to_end(key)
+            return found
 
-    def put(self, key: Hashable, inputs: Inputs, answer: object, cost: int) -> None:
+    def put(
+        self, key: Hashable, place: Hashable, inputs: Inputs, answer: object, cost: int
+    ) -> None:
         """Remember ``answer`` with a copy of its counts (a read's arrays are shared)."""
         if inputs.counts.nbytes + inputs.sizes.nbytes > self.max_bytes:
             return
         kept = Inputs(inputs.found, inputs.ids, inputs.counts.copy(), inputs.sizes.copy())
-        entry = _Entry(kept, answer, cost)
+        entry = Remembered(place, kept, answer, cost)
         with self._lock:
             self._drop(key)
             self._entries[key] = entry
