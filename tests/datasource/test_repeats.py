@@ -10,6 +10,7 @@ import random
 from collections.abc import Iterator
 from typing import Any
 
+import numpy as np
 import pytest
 from starlette.testclient import TestClient
 
@@ -21,6 +22,7 @@ from slicecount.promql.engine import settled
 from slicecount.promql.values import CLOCK_SKEW, Grid
 from slicecount.query.catalogue import parse_promql
 from slicecount.reads.reader import Reader
+from slicecount.reads.repeats import Inputs, Repeats
 from slicecount.store import Store
 
 pytestmark = pytest.mark.layouts("book", "blocks")
@@ -209,3 +211,25 @@ def test_times_moved_on_take_the_times_both_ask_from_the_last_answer(
     both(apps, bare, NOW)
     both(apps, bare, NOW + STEP)
     assert held.hits == before
+
+
+def test_answers_of_equal_counts_hold_them_once_within_the_bound() -> None:
+    """The p50, p95 and p99 panels read the same buckets: one copy of their counts, held
+    until the last of them goes."""
+    ids = ["a", "b", "c"]
+    counts, sizes = np.arange(12, dtype=np.int64).reshape(3, 4), np.full(3, 4, dtype=np.int64)
+    one = counts.nbytes + sizes.nbytes
+    held = Repeats(3 * one)
+    held.put("p50", 1, Inputs((), ids, counts, sizes), "p50's", 1)
+    held.put("p95", 1, Inputs((), ids, counts.copy(), sizes.copy()), "p95's", 1)
+    assert held.held == one and len(held) == 2
+    held.put("other", 1, Inputs((), ids, counts + 1, sizes), "other's", 1)
+    held.put("p50", 2, Inputs((), ids, counts, sizes), "p50's again", 1)  # replaces its own
+    assert held.held == 2 * one and len(held) == 3
+    held.put("more", 1, Inputs((), list(ids), counts + 2, sizes), "more's", 1)
+    held.put("yet more", 1, Inputs((), list(ids), counts + 3, sizes), "yet more's", 1)
+    assert held.held <= 3 * one
+    assert held.last("p95") is None and held.last("other") is None  # least recently asked
+    survivor = held.last("p50")
+    assert survivor is not None and survivor.answer == "p50's again"
+    assert np.array_equal(survivor.inputs.counts, counts)

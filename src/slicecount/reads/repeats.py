@@ -65,14 +65,15 @@ class Inputs:
 
 class Remembered:
     """A remembered answer: ``place`` (where it was computed: the caller's key of its times
-    and slices), its inputs, the points computing it cost, and its encodings."""
+    and slices), its inputs, the points computing it cost, and its encodings (``size``: their
+    bytes; the counts' are held once for the answers that share them)."""
 
     __slots__ = ("answer", "cost", "encoded", "inputs", "place", "size")
 
     def __init__(self, place: Hashable, inputs: Inputs, answer: object, cost: int) -> None:
         self.place, self.inputs, self.answer, self.cost = place, inputs, answer, cost
         self.encoded: dict[Hashable, list[bytes]] = {}
-        self.size = inputs.counts.nbytes + inputs.sizes.nbytes
+        self.size = 0
 
 
 class Repeats:
@@ -87,6 +88,7 @@ class Repeats:
         self.hits = 0  # answers taken again, whole or in part (for tests and profiles)
         self._entries: OrderedDict[Hashable, Remembered] = OrderedDict()
         self._of_answer: dict[int, Remembered] = {}  # by id() of a remembered answer
+        self._sharing: dict[int, int] = {}  # answers holding a copy of counts, by its id()
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
@@ -104,17 +106,33 @@ class Repeats:
     def put(
         self, key: Hashable, place: Hashable, inputs: Inputs, answer: object, cost: int
     ) -> None:
-        """Remember ``answer`` with a copy of its counts (a read's arrays are shared)."""
+        """Remember ``answer`` with a copy of its counts (a read's arrays are shared), the
+        copy another answer holds when it is of the same series and equal (the p50, p95 and
+        p99 panels of one histogram read the same buckets)."""
         if inputs.counts.nbytes + inputs.sizes.nbytes > self.max_bytes:
             return
-        kept = Inputs(inputs.found, inputs.ids, inputs.counts.copy(), inputs.sizes.copy())
-        entry = Remembered(place, kept, answer, cost)
         with self._lock:
+            counts, sizes = self._copy(inputs)  # (the last answer's own, when still equal)
             self._drop(key)
+            entry = Remembered(place, Inputs(inputs.found, inputs.ids, counts, sizes), answer, cost)
             self._entries[key] = entry
             self._of_answer[id(answer)] = entry
-            self.held += entry.size
             self._bound()
+
+    def _copy(self, inputs: Inputs) -> tuple[Ints, Ints]:
+        """Counts and sizes equal to ``inputs``', held by another answer or copied."""
+        for other in self._entries.values():
+            held = other.inputs
+            if held.ids is inputs.ids and held.counts.shape == inputs.counts.shape:
+                if np.array_equal(held.sizes, inputs.sizes) and np.array_equal(
+                    held.counts, inputs.counts
+                ):
+                    self._sharing[id(held.counts)] += 1
+                    return held.counts, held.sizes
+        counts, sizes = inputs.counts.copy(), inputs.sizes.copy()
+        self._sharing[id(counts)] = 1
+        self.held += counts.nbytes + sizes.nbytes
+        return counts, sizes
 
     def encoded(
         self, answer: object, key: Hashable, encode: Callable[[], list[bytes]]
@@ -133,7 +151,7 @@ class Repeats:
         with self._lock:
             size = sum(map(len, body))
             held = self._of_answer.get(id(answer)) is entry and key not in entry.encoded
-            if held and entry.size + size <= self.max_bytes:
+            if held and entry.size + size + entry.inputs.counts.nbytes <= self.max_bytes:
                 entry.encoded[key] = body
                 entry.size += size
                 self.held += size
@@ -148,6 +166,12 @@ class Repeats:
 
     def _drop(self, key: Hashable) -> None:
         found = self._entries.pop(key, None)
-        if found is not None:
-            self.held -= found.size
-            self._of_answer.pop(id(found.answer), None)
+        if found is None:
+            return
+        self.held -= found.size
+        self._of_answer.pop(id(found.answer), None)
+        counts = found.inputs.counts
+        self._sharing[id(counts)] -= 1
+        if not self._sharing[id(counts)]:
+            del self._sharing[id(counts)]
+            self.held -= counts.nbytes + found.inputs.sizes.nbytes
