@@ -153,14 +153,16 @@ async def _run(
         if again is not None and again.cost <= budget:  # charged what it cost
             repeats.hits += 1
             return cast(Result, again.answer), again.cost
-        moved = repeated.moved(last, plan, inputs)
-        if moved is None:
+        shifted = repeated.shifted(last, plan, inputs)
+        if shifted is None:
             result, cost = evaluate(plan, plan.choice.grid, read, counts, counted, budget)
         else:
             repeats.hits += 1
-            new, cost = evaluate(plan, moved.grid, read, counts, counted, budget)
+            new, cost = evaluate(plan, shifted.grid, read, counts, counted, budget)
             steps = len(plan.query.times)
-            result = repeated.spliced(plan.query.node.type, moved.answer, moved.shift, new, steps)
+            result = repeated.spliced(
+                plan.query.node.type, shifted.answer, shifted.shift, new, steps
+            )
         repeats.put(asked, repeated.place_of(plan), inputs, result, cost)
         return result, cost
 

@@ -30,7 +30,7 @@ with extra_imports("datasource", "the datasource"):
     import numpy as np
 
 
-class Moved(NamedTuple):
+class Shifted(NamedTuple):
     """A remembered answer whose times from column ``shift`` on are still asked, and the
     grid of the new times alone, to be computed."""
 
@@ -66,8 +66,8 @@ def whole(last: Remembered | None, plan: Plan, inputs: Inputs) -> Remembered | N
     return last
 
 
-def moved(last: Remembered | None, plan: Plan, inputs: Inputs) -> Moved | None:
-    """What the remembered answer gives of times moved on (``Moved``), or None."""
+def shifted(last: Remembered | None, plan: Plan, inputs: Inputs) -> Shifted | None:
+    """What the remembered answer gives of times moved on (``Shifted``), or None."""
     step = plan.query.step
     if last is None or not step or not _windows_only(plan):
         return None
@@ -82,7 +82,7 @@ def moved(last: Remembered | None, plan: Plan, inputs: Inputs) -> Moved | None:
     if not last.inputs.same_from(inputs, (grid.first - first) // p):
         return None
     new = replace(grid, times=asked[len(asked) - shift :])
-    return Moved(cast(Result, last.answer), shift, new)
+    return Shifted(cast(Result, last.answer), shift, new)
 
 
 def spliced(kind: str, kept: Result, shift: int, new: Result, steps: int) -> Result:
