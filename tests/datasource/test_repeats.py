@@ -106,14 +106,18 @@ def test_a_query_asked_again_is_computed_once_until_its_counts_change(
     for query in QUERIES:
         both(apps, query, NOW)
     assert held.hits == len(QUERIES)
-    # a late write inside the range: read, and the answers computed from it
+    # a late write inside the range: read, and the times whose windows reach it computed
+    # from it; the times before it taken (NOW - 300 to NOW - 105 for the counters written
+    # at NOW - 100, to NOW - 45 for the bucket written at NOW - 40)
     store.apply(
         {series(ROUTES[1], "500"): {NOW - 100: 5}, bucket(ROUTES[2], "+Inf"): {NOW - 40: 2}}
     )
-    before = held.hits
+    before, taken = held.hits, held.times_taken
     for query in QUERIES:
         both(apps, query, NOW)
-    assert held.hits == before
+    assert held.hits == before + len(QUERIES)
+    assert held.times_taken == taken + 14 + 14 + 18
+    before = held.hits
     if settings.layout == "blocks":  # a cleaner's pass: the same counts, from blocks now
         Compactor(store).run(NOW + 60)
         for query in QUERIES:
@@ -189,9 +193,10 @@ def test_times_moved_on_take_the_times_both_ask_from_the_last_answer(
     apps: dict[str, Any], store: Store, settings: Settings, clock: list[float]
 ) -> None:
     """The next step's refresh: the times both ask are taken from the last answer when the
-    slices both read hold the same counts, and only the new ones computed; a late write in
-    the slices both read, or a bare selector (its totals count from the grid's first
-    boundary, which moved), computes them all. Every answer is what computing gives."""
+    slices both read hold the same counts, and only the new ones computed; after a late
+    write in the slices both read, the times both ask before it; a bare selector's only while
+    the grid's first boundary, where its totals count from, stays. Every answer is what
+    computing gives."""
     for query in QUERIES:
         both(apps, query, NOW)
     held = repeats(apps)
@@ -202,15 +207,18 @@ def test_times_moved_on_take_the_times_both_ask_from_the_last_answer(
     assert held.hits == len(QUERIES)
     assert moved != both(apps, QUERIES[0], NOW)  # (the counts after NOW do move the answer)
     late = {series(ROUTES[4], "500"): {NOW - 30: 3}, bucket(ROUTES[4], "0.5"): {NOW - 30: 2}}
-    store.apply(late)  # in the slices both read
-    before = held.hits
+    store.apply(late)  # in the slices both read: NOW - 270 to NOW - 30 taken, 17 times
+    before, taken = held.hits, held.times_taken
     for query in QUERIES:
         both(apps, query, NOW + 2 * STEP)
-    assert held.hits == before
+    assert held.hits == before + len(QUERIES)
+    assert held.times_taken == taken + 3 * 17
+    # a bare selector's totals count from the oldest slice kept, which moves with the
+    # clock: its times are taken while it stays, never once it moved
     bare = "sum by (route) (http_requests_total)"
-    both(apps, bare, NOW)
-    both(apps, bare, NOW + STEP)
-    assert held.hits == before
+    for k in range(12):
+        clock[0] = NOW + k * STEP + 3
+        both(apps, bare, NOW + k * STEP)
 
 
 def test_answers_of_equal_counts_hold_them_once_within_the_bound() -> None:

@@ -57,8 +57,9 @@ class Limits:
     repeated_answer_bytes: int = 64 << 20
     """Bytes of counts and encoded bodies the datasource keeps with the answers it remembers
     (64 MiB), least recently asked out first. A query asked again is read again and answered
-    from its last answer where the counts read are the same: whole for the same times, and
-    for times moved on by a step (a live dashboard's next refresh) all but the new times
+    from its last answer where the counts read are the same: whole for the same times, else
+    the times both ask that read only slices of equal counts (a live dashboard's next
+    refresh: all but the new time, and the time whose window holds a second counted late)
     (``query/repeated.py``). Answers of equal counts share them (a histogram's p50, p95 and
     p99 panels): a 24-hour panel of 1 400 bucket series at 60 s holds 16 MB, a 5-minute one
     under 1 MB."""

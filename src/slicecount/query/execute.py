@@ -153,16 +153,19 @@ async def _run(
         if again is not None and again.cost <= budget:  # charged what it cost
             repeats.hits += 1
             return cast(Result, again.answer), again.cost
-        shifted = repeated.shifted(last, plan, inputs)
-        if shifted is None:
+        taken = repeated.taken(last, plan, inputs)
+        if taken is not None and not taken.grid.times and taken.cost > budget:
+            taken = None  # every time taken: charged what it cost, as a whole answer
+        if taken is None:
             result, cost = evaluate(plan, plan.choice.grid, read, counts, counted, budget)
         else:
             repeats.hits += 1
-            new, cost = evaluate(plan, shifted.grid, read, counts, counted, budget)
+            repeats.times_taken += taken.kept
+            new, cost = None, taken.cost
+            if taken.grid.times:
+                new, cost = evaluate(plan, taken.grid, read, counts, counted, budget)
             steps = len(plan.query.times)
-            result = repeated.spliced(
-                plan.query.node.type, shifted.answer, shifted.shift, new, steps
-            )
+            result = repeated.spliced(plan.query.node.type, taken, new, steps)
         repeats.put(asked, repeated.place_of(plan), inputs, result, cost)
         return result, cost
 

@@ -3,10 +3,12 @@
 A plan's answer is remembered under its expression and how it reads (its step, the precision
 of its grid and of its reads, how many times it asks), in its place: its grid's times and
 first boundary. It is given again whole when the plan asks the same times over the same
-slices and read equal counts. When the plan's times moved on by whole steps and slices (the
-next step of a live refresh), the times both ask are taken from it and only the new ones are
-computed, provided the slices both read hold equal counts and every selector is a window's
-(a bare selector's total counts from the grid's first boundary, which moved with the times).
+slices and read equal counts. Otherwise the times both ask (moved on by whole steps and
+slices, the next step of a live refresh, or not) are taken from it as far as they read only
+slices holding equal counts in both reads, and the times after them are computed: a live
+refresh's last second arrives late, and changes only the last time's window. When the times
+moved on, every selector must be a window's (a bare selector's total counts from the grid's
+first boundary, which moved with the times).
 
 Only a grid that leaves its now out (``engine.settled``) is remembered, and no plan of unique
 series (their unions and windows are counted by the store, not from the counts read).
@@ -30,13 +32,16 @@ with extra_imports("datasource", "the datasource"):
     import numpy as np
 
 
-class Shifted(NamedTuple):
-    """A remembered answer whose times from column ``shift`` on are still asked, and the
-    grid of the new times alone, to be computed."""
+class Taken(NamedTuple):
+    """What a remembered answer gives of a plan's times: its columns ``shift`` to ``shift +
+    kept`` are the plan's first ``kept`` times; ``grid`` holds the times after them, to be
+    computed; ``cost``: the points computing the answer cost."""
 
     answer: Result
     shift: int
+    kept: int
     grid: Grid
+    cost: int
 
 
 def key_of(plan: Plan) -> Hashable | None:
@@ -66,45 +71,68 @@ def whole(last: Remembered | None, plan: Plan, inputs: Inputs) -> Remembered | N
     return last
 
 
-def shifted(last: Remembered | None, plan: Plan, inputs: Inputs) -> Shifted | None:
-    """What the remembered answer gives of times moved on (``Shifted``), or None."""
+def taken(last: Remembered | None, plan: Plan, inputs: Inputs) -> Taken | None:
+    """The times the remembered answer gives of ``plan`` (``Taken``), or None: the times
+    both ask, moved on by whole steps (or not), that read only slices holding equal counts
+    in both reads. A time reads the slices before the boundary it reads (a window only
+    those after its start), so those times are a first run of the plan's."""
     step = plan.query.step
-    if last is None or not step or not _windows_only(plan):
+    if last is None or not step:
         return None
     grid = plan.choice.grid
     times, first, _ = cast(tuple[tuple[float, ...], int, int], last.place)
     p, asked = grid.precision, grid.times
     shift = round((asked[0] - times[0]) / step)
-    if not 0 < shift < len(asked) or times[shift:] != asked[: len(asked) - shift]:
+    if not 0 <= shift < len(asked) or times[shift:] != asked[: len(asked) - shift]:
         return None
-    if (grid.first - first) % p:
+    moved = grid.first - first
+    if moved < 0 or moved % p or (moved and not _windows_only(plan)):
         return None
-    if not last.inputs.same_from(inputs, (grid.first - first) // p):
+    equal = last.inputs.equal_from(inputs, moved // p)
+    if equal is None:
         return None
-    new = replace(grid, times=asked[len(asked) - shift :])
-    return Shifted(cast(Result, last.answer), shift, new)
+    kept = min(len(asked) - shift, _reading_before(plan, grid, grid.first + equal * p))
+    if not kept:
+        return None
+    new = replace(grid, times=asked[kept:])
+    return Taken(cast(Result, last.answer), shift, kept, new, last.cost)
 
 
-def spliced(kind: str, kept: Result, shift: int, new: Result, steps: int) -> Result:
-    """The kept answer's times from column ``shift`` on, then the new times' answer
-    (``kind``: the expression's type, scalar or vector)."""
+def _reading_before(plan: Plan, grid: Grid, boundary: int) -> int:
+    """How many of ``grid``'s first times read no boundary past ``boundary`` (every
+    selector's)."""
+    offsets = {n.offset for n in walk(plan.query.node) if isinstance(n, VectorSelector)}
+    counted = len(grid.times)
+    for offset in offsets:
+        reads = grid.reads(offset)
+        past = (i for i, b in enumerate(reads) if b is None or b > boundary)
+        counted = min(counted, next(past, len(reads)))
+    return counted
+
+
+def spliced(kind: str, taken: Taken, new: Result | None, steps: int) -> Result:
+    """The times ``taken`` from the remembered answer, then the new times' answer (None: no
+    time left to compute; ``kind``: the expression's type, scalar or vector)."""
+    shift, kept = taken.shift, taken.kept
     if kind == "scalar":
-        return as_scalar(kept)[shift:] + as_scalar(new)
-    old, added = as_block(kept, steps), as_block(new, shift)
+        return as_scalar(taken.answer)[shift : shift + kept] + as_scalar(new or [])
+    old = as_block(taken.answer, steps)
+    added = as_block(new, steps - kept) if new is not None else None
     rows: dict[object, int] = {}
     labels: list[Labels] = []
-    for one in (old.labels, added.labels):
+    for one in (old.labels, added.labels if added is not None else []):
         for labelled in one:
             if rows.setdefault(key(labelled), len(rows)) == len(labels):
                 labels.append(labelled)
     values = np.zeros((len(labels), steps))
     present = np.zeros((len(labels), steps), dtype=bool)
     at = np.array([rows[key(x)] for x in old.labels], dtype=np.int64)
-    values[at, : steps - shift] = old.values[:, shift:]
-    present[at, : steps - shift] = old.present[:, shift:]
-    at = np.array([rows[key(x)] for x in added.labels], dtype=np.int64)
-    values[at, steps - shift :] = added.values
-    present[at, steps - shift :] = added.present
+    values[at, :kept] = old.values[:, shift : shift + kept]
+    present[at, :kept] = old.present[:, shift : shift + kept]
+    if added is not None:
+        at = np.array([rows[key(x)] for x in added.labels], dtype=np.int64)
+        values[at, kept:] = added.values
+        present[at, kept:] = added.present
     seen = present.any(axis=1)  # a series with no sample left is not answered either way
     kept_labels = [labels[i] for i in np.flatnonzero(seen).tolist()]
     return Block(kept_labels, values[seen], present[seen])

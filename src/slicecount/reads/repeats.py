@@ -7,10 +7,11 @@ expression over the very same times, and the next step's refresh the same times 
 step. Each request still discovers and reads as if alone (never a count older than it); only
 then is the last answer of its expression looked up (``query/repeated.py`` says under what,
 and what may be taken from it), with the counts it was computed from: taken whole when the
-very same series were read over the very same slices with equal counts, value for value; or,
-for times moved on, the times both share, when the slices both read hold equal counts. An
-answer computed from the same inputs is the same answer, so what is taken is exactly what
-computing would have given; only the work is saved.
+very same series were read over the very same slices with equal counts, value for value;
+else the times both ask that read only slices holding equal counts in both (the times moved
+on by a step, a late second arrived after the last refresh). An answer computed from the same
+inputs is the same answer, so what is taken is exactly what computing would have given; only
+the work is saved.
 """
 
 from __future__ import annotations
@@ -43,17 +44,19 @@ class Inputs:
             np.array_equal(self.sizes, other.sizes) and np.array_equal(self.counts, other.counts)
         )
 
-    def same_from(self, other: Inputs, columns: int) -> bool:
-        """Whether ``other`` read the same series, every one whole, and its first slices
-        hold what these hold from slice ``columns`` on (``other`` read from later on)."""
+    def equal_from(self, other: Inputs, columns: int) -> int | None:
+        """How many of ``other``'s first slices hold what these hold from slice ``columns``
+        on (``other`` read from that slice on), for every series; None when ``other`` did not
+        read the same series, or a row of either is not whole."""
         width = self.counts.shape[1]
-        return (
-            0 <= columns < width <= columns + other.counts.shape[1]
-            and self._same_series(other)
-            and bool(np.all(self.sizes == width))
-            and bool(np.all(other.sizes == other.counts.shape[1]))
-            and np.array_equal(self.counts[:, columns:], other.counts[:, : width - columns])
-        )
+        if not (0 <= columns < width and self._same_series(other)):
+            return None
+        if not (np.all(self.sizes == width) and np.all(other.sizes == other.counts.shape[1])):
+            return None
+        both = min(width - columns, other.counts.shape[1])
+        differ = self.counts[:, columns : columns + both] != other.counts[:, :both]
+        first = np.flatnonzero(differ.any(axis=0))
+        return int(first[0]) if first.size else both
 
     def _same_series(self, other: Inputs) -> bool:
         return (
@@ -86,6 +89,7 @@ class Repeats:
         self.max_bytes = max_bytes
         self.held = 0
         self.hits = 0  # answers taken again, whole or in part (for tests and profiles)
+        self.times_taken = 0  # the times of those answers not computed again
         self._entries: OrderedDict[Hashable, Remembered] = OrderedDict()
         self._of_answer: dict[int, Remembered] = {}  # by id() of a remembered answer
         self._sharing: dict[int, int] = {}  # answers holding a copy of counts, by its id()
