@@ -125,6 +125,27 @@ def test_a_query_asked_again_is_computed_once_until_its_counts_change(
         assert held.hits == before + len(QUERIES)
 
 
+def test_a_series_discovered_takes_the_answers_of_the_queries_that_read_it_only(
+    apps: dict[str, Any], store: Store
+) -> None:
+    """Discovery asked again at every request: a series of another metric makes the
+    catalogue, and every selector's list, anew; equal lists are the same series, so the
+    answers are taken whole. A series the queries read is computed into them."""
+    for app in apps["apps"].values():
+        app.state.datasource.ttl = 0.0
+    for query in QUERIES:
+        both(apps, query, NOW)
+    held = repeats(apps)
+    store.apply({'jobs.done{queue="mail"}': {NOW - 10: 1}})
+    for query in QUERIES:
+        both(apps, query, NOW)
+    assert held.hits == len(QUERIES)
+    store.apply({series(ROUTES[0], "404"): {NOW - 10: 2}})  # read by the first two
+    for query in QUERIES:
+        both(apps, query, NOW)
+    assert held.hits == len(QUERIES) + 1
+
+
 def test_the_counts_held_stay_within_their_bound_and_every_answer_is_exact(
     settings: Settings, store: Store, clock: list[float]
 ) -> None:

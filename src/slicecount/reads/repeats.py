@@ -31,8 +31,8 @@ with extra_imports("datasource", "the datasource"):
 @dataclass(frozen=True)
 class Inputs:
     """What an answer is computed from: the series each selector matched (the discovery
-    cache's lists, compared by identity), the ids read (a list never changed once planned),
-    and their counts and sizes."""
+    cache's lists, the same at every request until discovery finds another series), the ids
+    read (a list never changed once planned), and their counts and sizes."""
 
     found: tuple[object, ...]
     ids: Sequence[str]
@@ -59,9 +59,12 @@ class Inputs:
         return int(first[0]) if first.size else both
 
     def _same_series(self, other: Inputs) -> bool:
+        """The same series matched, the same ids read. A list made again from a discovery
+        answer that changed elsewhere (a series of another metric: the catalogue is made
+        anew, and with it every selector's list) is compared by value."""
         return (
             len(self.found) == len(other.found)
-            and all(a is b for a, b in zip(self.found, other.found, strict=True))
+            and all(a is b or a == b for a, b in zip(self.found, other.found, strict=True))
             and self.ids == other.ids
         )
 
