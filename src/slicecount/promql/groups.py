@@ -59,7 +59,8 @@ class Groups:
         """``ufunc`` over the members of each group, rows sorted by group."""
         if not len(self.labels):
             return np.zeros((0, values.shape[1]), dtype=values.dtype)
-        result: A = ufunc.reduceat(values[self.order], self.starts, axis=0)
+        rows = np.take(values, self.order, axis=0)  # (twice as fast as values[self.order])
+        result: A = ufunc.reduceat(rows, self.starts, axis=0)
         return result
 
     def padded(self, values: Floats) -> Floats | None:

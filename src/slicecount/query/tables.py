@@ -109,7 +109,7 @@ def tables(found: Mapping[K, Sequence[Derived]], read: Rows) -> dict[K, Table]:
     sizes = np.full(trie.nodes, slices, dtype=np.int64)
     every[: len(parts)], sizes[: len(parts)] = read.counts[parts], read.sizes[parts]
     for target, below, last in trie.levels:
-        every[target] = every[below] + every[last]
+        every[target] = np.take(every, below, axis=0) + np.take(every, last, axis=0)
         sizes[target] = np.minimum(sizes[below], sizes[last])
     return {
         s: _table(d, every, sizes, at)
@@ -172,7 +172,7 @@ def _rows_of(derived: Sequence[Derived], row_of: dict[str, int]) -> Ints:
 def _table(derived: Sequence[Derived], every: Ints, sizes: Ints, rows: Ints | list[int]) -> Table:
     picked = np.asarray(rows, dtype=np.int64)
     labels, scales = remembered("labels", [derived], lambda: _labels(derived))
-    table = Table.of_counts(labels, every[picked], scales)
+    table = Table.of_counts(labels, np.take(every, picked, axis=0), scales)
     table.sizes = np.minimum(table.sizes, sizes[picked] + 1)
     return table
 
