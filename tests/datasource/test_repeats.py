@@ -125,6 +125,20 @@ def test_a_query_asked_again_is_computed_once_until_its_counts_change(
         assert held.hits == before + len(QUERIES)
 
 
+def test_an_offset_window_takes_the_times_whose_windows_end_before_a_late_write(
+    apps: dict[str, Any], store: Store
+) -> None:
+    """A selector's offset moves the boundary each time reads: a late write at NOW - 100
+    reaches the windows of the times from NOW - 40 on under ``offset 1m``, so 18 times are
+    taken (NOW - 300 to NOW - 45), against 14 without it."""
+    query = "sum by (route) (rate(http_requests_total[1m] offset 1m))"
+    both(apps, query, NOW)
+    held = repeats(apps)
+    store.apply({series(ROUTES[1], "200"): {NOW - 100: 5}})
+    both(apps, query, NOW)
+    assert (held.hits, held.times_taken) == (1, 18)
+
+
 def test_a_series_discovered_takes_the_answers_of_the_queries_that_read_it_only(
     apps: dict[str, Any], store: Store
 ) -> None:
