@@ -29,9 +29,11 @@ from slicecount.query.distinct_times import collapse, expand
 from slicecount.query.planning import Plan, Query
 from slicecount.query.precision import needs
 from slicecount.query.queryable import Queryable
+from slicecount.query.repeated import Taken
 from slicecount.query.tables import Rows, Tables, rows
 from slicecount.reads.chunks import Read, SliceRange
 from slicecount.reads.listing import SeriesInfo
+from slicecount.reads.repeats import Remembered
 from slicecount.reads.sharing import all_done
 
 with extra_imports("datasource", "the datasource"):
@@ -148,24 +150,19 @@ async def _run(
             return evaluate(plan, plan.choice.grid, read, counts, counted, budget)
         repeats = queryable.repeats
         inputs = repeated.inputs_of(plan, counts.counts, counts.sizes)
-        last = repeats.last(asked)
-        again = repeated.whole(last, plan, inputs)
-        if again is not None and again.cost <= budget:  # charged what it cost
+        reused = repeated.reused(repeats.last(asked), plan, inputs)
+        if isinstance(reused, Remembered) and reused.cost <= budget:  # charged what it cost
             repeats.hits += 1
-            return cast(Result, again.answer), again.cost
-        taken = repeated.taken(last, plan, inputs)
-        if taken is not None and not taken.grid.times and taken.cost > budget:
-            taken = None  # every time taken: charged what it cost, as a whole answer
-        if taken is None:
-            result, cost = evaluate(plan, plan.choice.grid, read, counts, counted, budget)
-        else:
+            repeats.times_taken += len(plan.query.times)
+            return cast(Result, reused.answer), reused.cost
+        if isinstance(reused, Taken):
             repeats.hits += 1
-            repeats.times_taken += taken.kept
-            new, cost = None, taken.cost
-            if taken.grid.times:
-                new, cost = evaluate(plan, taken.grid, read, counts, counted, budget)
+            repeats.times_taken += reused.kept
+            new, cost = evaluate(plan, reused.grid, read, counts, counted, budget)
             steps = len(plan.query.times)
-            result = repeated.spliced(plan.query.node.type, taken, new, steps)
+            result = repeated.spliced(plan.query.node.type, reused, new, steps)
+        else:
+            result, cost = evaluate(plan, plan.choice.grid, read, counts, counted, budget)
         repeats.put(asked, repeated.place_of(plan), inputs, result, cost)
         return result, cost
 

@@ -35,13 +35,12 @@ with extra_imports("datasource", "the datasource"):
 class Taken(NamedTuple):
     """What a remembered answer gives of a plan's times: its columns ``shift`` to ``shift +
     kept`` are the plan's first ``kept`` times; ``grid`` holds the times after them, to be
-    computed; ``cost``: the points computing the answer cost."""
+    computed."""
 
     answer: Result
     shift: int
     kept: int
     grid: Grid
-    cost: int
 
 
 def key_of(plan: Plan) -> Hashable | None:
@@ -64,20 +63,23 @@ def inputs_of(plan: Plan, counts: Ints, sizes: Ints) -> Inputs:
     return Inputs(tuple(plan.found.values()), plan.ids, counts, sizes)
 
 
-def whole(last: Remembered | None, plan: Plan, inputs: Inputs) -> Remembered | None:
-    """The remembered answer of the very same times and slices, from equal counts."""
-    if last is None or last.place != place_of(plan) or not last.inputs.same(inputs):
+def reused(last: Remembered | None, plan: Plan, inputs: Inputs) -> Remembered | Taken | None:
+    """What the remembered answer gives of ``plan``: itself (``Remembered``) for the very
+    same times and counts, its first times (``Taken``) when only those read slices holding
+    equal counts in both reads, or None."""
+    if last is None:
         return None
-    return last
+    if last.place == place_of(plan) and last.inputs.same(inputs):
+        return last
+    return _taken(last, plan, inputs)
 
 
-def taken(last: Remembered | None, plan: Plan, inputs: Inputs) -> Taken | None:
-    """The times the remembered answer gives of ``plan`` (``Taken``), or None: the times
-    both ask, moved on by whole steps (or not), that read only slices holding equal counts
-    in both reads. A time reads the slices before the boundary it reads (a window only
-    those after its start), so those times are a first run of the plan's."""
+def _taken(last: Remembered, plan: Plan, inputs: Inputs) -> Taken | None:
+    """The times both ask, moved on by whole steps (or not), that read only slices holding
+    equal counts in both reads. A time reads the slices before the boundary it reads (a
+    window only those after its start), so those times are a first run of the plan's."""
     step = plan.query.step
-    if last is None or not step:
+    if not step:
         return None
     grid = plan.choice.grid
     times, first, _ = cast(tuple[tuple[float, ...], int, int], last.place)
@@ -92,10 +94,11 @@ def taken(last: Remembered | None, plan: Plan, inputs: Inputs) -> Taken | None:
     if equal is None:
         return None
     kept = min(len(asked) - shift, _reading_before(plan, grid, grid.first + equal * p))
-    if not kept:
+    # (every time would mean counts differing past every window: a read holds none there)
+    if not 0 < kept < len(asked):
         return None
     new = replace(grid, times=asked[kept:])
-    return Taken(cast(Result, last.answer), shift, kept, new, last.cost)
+    return Taken(cast(Result, last.answer), shift, kept, new)
 
 
 def _reading_before(plan: Plan, grid: Grid, boundary: int) -> int:
@@ -110,17 +113,16 @@ def _reading_before(plan: Plan, grid: Grid, boundary: int) -> int:
     return counted
 
 
-def spliced(kind: str, taken: Taken, new: Result | None, steps: int) -> Result:
-    """The times ``taken`` from the remembered answer, then the new times' answer (None: no
-    time left to compute; ``kind``: the expression's type, scalar or vector)."""
+def spliced(kind: str, taken: Taken, new: Result, steps: int) -> Result:
+    """The times ``taken`` from the remembered answer, then the new times' answer
+    (``kind``: the expression's type, scalar or vector)."""
     shift, kept = taken.shift, taken.kept
     if kind == "scalar":
-        return as_scalar(taken.answer)[shift : shift + kept] + as_scalar(new or [])
-    old = as_block(taken.answer, steps)
-    added = as_block(new, steps - kept) if new is not None else None
+        return as_scalar(taken.answer)[shift : shift + kept] + as_scalar(new)
+    old, added = as_block(taken.answer, steps), as_block(new, steps - kept)
     rows: dict[object, int] = {}
     labels: list[Labels] = []
-    for one in (old.labels, added.labels if added is not None else []):
+    for one in (old.labels, added.labels):
         for labelled in one:
             if rows.setdefault(key(labelled), len(rows)) == len(labels):
                 labels.append(labelled)
@@ -129,10 +131,9 @@ def spliced(kind: str, taken: Taken, new: Result | None, steps: int) -> Result:
     at = np.array([rows[key(x)] for x in old.labels], dtype=np.int64)
     values[at, :kept] = old.values[:, shift : shift + kept]
     present[at, :kept] = old.present[:, shift : shift + kept]
-    if added is not None:
-        at = np.array([rows[key(x)] for x in added.labels], dtype=np.int64)
-        values[at, kept:] = added.values
-        present[at, kept:] = added.present
+    at = np.array([rows[key(x)] for x in added.labels], dtype=np.int64)
+    values[at, kept:] = added.values
+    present[at, kept:] = added.present
     seen = present.any(axis=1)  # a series with no sample left is not answered either way
     kept_labels = [labels[i] for i in np.flatnonzero(seen).tolist()]
     return Block(kept_labels, values[seen], present[seen])
